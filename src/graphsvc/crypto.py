@@ -1,0 +1,81 @@
+"""Secrets: the request-signature HMAC chain, token keys at rest, password digests, JWTs."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+from functools import cache
+
+import jwt
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from cryptography.fernet import Fernet, InvalidToken
+
+HMAC_METHOD = "hmac-sha2-256"
+
+
+def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:
+    """The spec's three-step chain: method+URI, then the date cut to the hour, then the body."""
+    operation_key = hmac.new(key.encode(), (method + uri).encode(), hashlib.sha256).digest()
+    date_key = hmac.new(operation_key, request_date[:13].encode(), hashlib.sha256).digest()
+    return base64.b64encode(hmac.new(date_key, body, hashlib.sha256).digest()).decode()
+
+
+def signatures_match(expected: str, sent: str) -> bool:
+    return hmac.compare_digest(expected.encode(), sent.encode())
+
+
+def new_token_key() -> str:
+    return secrets.token_urlsafe(40)
+
+
+class KeyBox:
+    """Encrypts token keys at rest with the configured Fernet key."""
+
+    def __init__(self, key: bytes) -> None:
+        self.fernet = Fernet(key)
+
+    def seal(self, plain: str) -> str:
+        return self.fernet.encrypt(plain.encode()).decode()
+
+    def open(self, sealed: str) -> str:
+        try:
+            return self.fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken as exc:
+            raise ValueError("token key cannot be decrypted with the configured key") from exc
+
+
+password_hasher = PasswordHasher()
+
+
+@cache
+def dummy_digest() -> str:
+    """Verified against when the user does not exist, so both failures take the same time."""
+    return password_hasher.hash(secrets.token_urlsafe(16))
+
+
+def hash_secret(secret: str) -> str:
+    return password_hasher.hash(secret)
+
+
+def verify_secret(digest: str | None, secret: str) -> bool:
+    try:
+        return password_hasher.verify(digest or dummy_digest(), secret) and digest is not None
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def issue_jwt(signing_key: bytes, user_id: str, session_id: str, expires_at: datetime) -> str:
+    claims = {"sub": user_id, "sid": session_id, "exp": expires_at}
+    return jwt.encode(claims, signing_key, algorithm="HS256")
+
+
+def decode_jwt(signing_key: bytes, token: str) -> dict[str, str]:
+    """Raises jwt.ExpiredSignatureError or jwt.InvalidTokenError."""
+    claims: dict[str, str] = jwt.decode(
+        token, signing_key, algorithms=["HS256"], options={"require": ["exp", "sub", "sid"]}
+    )
+    return claims

@@ -1,0 +1,260 @@
+"""Connections to SQLite or PostgreSQL behind one small interface.
+
+Every dialect difference lives in this module. SQL elsewhere is written once, PostgreSQL
+style (`$1` placeholders); SQLite gets it rewritten to `?1`. Both dialects hand back the
+same Python types: datetimes with UTC tzinfo, bools, UUIDs as strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import asyncpg
+
+Row = Sequence[Any]
+Dialect = Literal["sqlite", "postgresql"]
+
+
+class Connection(Protocol):
+    dialect: Dialect
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+    async def execute(self, sql: str, *args: Any) -> None: ...
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+class Database(Protocol):
+    dialect: Dialect
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    def transaction(
+        self, *, write: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[Connection]: ...
+
+
+def create_database(url: str, pool_size: int = 8) -> Database:
+    if url.startswith("sqlite:///"):
+        return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size)
+    if url.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://")):
+        return PostgresDatabase(asyncpg_dsn(url), pool_size)
+    raise ValueError(f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://")
+
+
+def asyncpg_dsn(url: str) -> str:
+    return re.sub(r"^postgres(ql)?(\+asyncpg)?://", "postgresql://", url)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL alembic connects with: SQLAlchemy's pysqlite or asyncpg driver."""
+    if url.startswith("sqlite:///"):
+        return url
+    return re.sub(r"^postgres(ql)?(\+asyncpg)?://", "postgresql+asyncpg://", url)
+
+
+def redact_url(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def json_text_property(dialect: Dialect, column: str, key_param: str) -> str:
+    """SQL for a top-level JSON property of a text column, as text, keyed by a parameter."""
+    if dialect == "sqlite":
+        return f"json_extract({column}, '$.\"' || {key_param} || '\"')"
+    return f"(({column})::jsonb ->> {key_param})"
+
+
+# --- SQLite ----------------------------------------------------------------------------
+
+SQLITE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def sqlite_time(value: datetime) -> str:
+    """Fixed-width UTC text, so that SQLite compares and sorts times as strings correctly."""
+    return value.astimezone(UTC).strftime(SQLITE_TIME_FORMAT)
+
+
+def parse_sqlite_time(raw: bytes) -> datetime:
+    return datetime.fromisoformat(raw.decode()).replace(tzinfo=UTC)
+
+
+@lru_cache(maxsize=1024)
+def sqlite_sql(sql: str) -> str:
+    return re.sub(r"\$(\d+)", r"?\1", sql)
+
+
+def sqlite_args(args: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(sqlite_time(a) if isinstance(a, datetime) else a for a in args)
+
+
+class SQLiteConnection:
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, raw: sqlite3.Connection, executor: ThreadPoolExecutor) -> None:
+        self.raw = raw
+        self.executor = executor
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """Run blocking SQLite work off the event loop; cancelling interrupts the statement."""
+        future = asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self.raw.interrupt()
+            with contextlib.suppress(Exception):
+                await future
+            raise
+
+    def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        return self.raw.execute(sqlite_sql(sql), sqlite_args(args)).fetchall()
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        rows: list[Row] = await self.run(self._fetch, sql, args)
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        rows = await self.fetch(sql, *args)
+        return rows[0] if rows else None
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        row = await self.fetchrow(sql, *args)
+        return None if row is None else row[0]
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.run(self._fetch, sql, args)
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.raw.executemany(sqlite_sql(sql), [sqlite_args(r) for r in rows])
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self.run(self._executemany, sql, rows)
+
+
+class SQLiteDatabase:
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: Path, pool_size: int) -> None:
+        self.path = path
+        self.pool_size = pool_size
+        self.idle: asyncio.Queue[sqlite3.Connection] | None = None
+        self.executor: ThreadPoolExecutor | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        raw = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            detect_types=sqlite3.PARSE_DECLTYPES,
+        )
+        raw.execute("PRAGMA journal_mode=WAL")
+        raw.execute("PRAGMA synchronous=NORMAL")
+        raw.execute("PRAGMA foreign_keys=ON")
+        raw.execute("PRAGMA busy_timeout=10000")
+        return raw
+
+    async def open(self) -> None:
+        # Declared column types as alembic writes them on SQLite; registering is idempotent.
+        sqlite3.register_converter("DATETIME", parse_sqlite_time)
+        sqlite3.register_converter("BOOLEAN", lambda raw: raw != b"0")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.executor = ThreadPoolExecutor(self.pool_size, thread_name_prefix="sqlite")
+        self.idle = asyncio.Queue()
+        for _ in range(self.pool_size):
+            self.idle.put_nowait(self._connect())
+
+    async def close(self) -> None:
+        if self.idle is not None:
+            while not self.idle.empty():
+                self.idle.get_nowait().close()
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, write: bool = False) -> AsyncIterator[Connection]:
+        assert self.idle is not None and self.executor is not None, "database is not open"
+        raw = await self.idle.get()
+        conn = SQLiteConnection(raw, self.executor)
+        try:
+            # IMMEDIATE takes the write lock up front, so two writers wait instead of deadlocking.
+            await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                await asyncio.shield(conn.run(raw.execute, "ROLLBACK"))
+                raise
+            await conn.execute("COMMIT")
+        finally:
+            self.idle.put_nowait(raw)
+
+
+# --- PostgreSQL ------------------------------------------------------------------------
+
+
+class PostgresConnection:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        rows: list[Row] = await self.raw.fetch(sql, *args)
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        row: Row | None = await self.raw.fetchrow(sql, *args)
+        return row
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self.raw.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.raw.execute(sql, *args)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self.raw.executemany(sql, rows)
+
+
+async def init_postgres_connection(raw: Any) -> None:
+    # UUIDs travel as text so both dialects hand the store the same str values.
+    await raw.set_type_codec(
+        "uuid", encoder=str, decoder=str, schema="pg_catalog", format="text"
+    )
+
+
+class PostgresDatabase:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, dsn: str, pool_size: int) -> None:
+        self.dsn = dsn
+        self.pool_size = pool_size
+        self.pool: Any = None
+
+    async def open(self) -> None:
+        self.pool = await asyncpg.create_pool(
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            init=init_postgres_connection,
+        )
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, write: bool = False) -> AsyncIterator[Connection]:
+        assert self.pool is not None, "database is not open"
+        async with self.pool.acquire() as raw, raw.transaction(
+            isolation="read_committed" if write else "repeatable_read", readonly=not write
+        ):
+            yield PostgresConnection(raw)

@@ -1,0 +1,1 @@
+"""Alembic migrations: the database schema, for SQLite and PostgreSQL alike."""

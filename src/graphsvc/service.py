@@ -1,0 +1,194 @@
+"""What each operation does, between the HTTP routes (or the CLI) and the store."""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from graphsvc import models as m
+from graphsvc import store
+from graphsvc.crypto import HMAC_METHOD, KeyBox, hash_secret, issue_jwt, new_token_key, verify_secret
+from graphsvc.db import Connection
+from graphsvc.errors import ApiError, bad_request, forbidden, not_found, unauthorized
+from graphsvc.params import Page, Window
+
+
+async def get_aggregations(
+    conn: Connection,
+    environment_kind_id: int,
+    extension_id: int | None,
+    window: Window,
+    sort: Sequence[tuple[str, bool]],
+    page: Page,
+) -> m.PagedAggregations:
+    if extension_id is not None and not await store.extension_exists(conn, extension_id):
+        raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
+    count, rows = await store.list_aggregations(
+        conn, environment_kind_id, extension_id, window.start, window.end, sort,
+        page.skip, page.limit,
+    )  # fmt: skip
+    return m.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
+
+
+async def get_tenant_stats(
+    conn: Connection, tenant_id: str, window: Window, sort: Sequence[tuple[str, bool]], page: Page
+) -> m.PagedTenantStats:
+    count, rows = await store.list_tenant_stats(
+        conn, tenant_id, window.start, window.end, sort, page.skip, page.limit
+    )
+    if count == 0 and not await store.tenant_known(conn, tenant_id):
+        raise not_found(f"no Azure tenant {tenant_id} is known", "tenant_id")
+    return m.PagedTenantStats(count, page.skip, page.limit, window.start, window.end, rows)
+
+
+async def get_saml_provider(
+    conn: Connection, provider_id: int, base_url: str
+) -> m.SamlProviderResponse:
+    row = await store.get_saml_provider(conn, provider_id)
+    if row is None:
+        raise not_found(f"SAML provider {provider_id} does not exist", "saml_provider_id")
+    sp = f"{base_url.rstrip('/')}/api/v2/sso/{row.name}"
+    return m.SamlProviderResponse(
+        m.SamlProvider(
+            row.id, row.created_at, row.updated_at, m.null_time(row.deleted_at), row.name,
+            row.display_name, row.idp_issuer_uri, row.idp_sso_uri,
+            row.principal_attribute_mappings, sp, f"{sp}/login", f"{sp}/metadata",
+            f"{sp}/callback", m.null_int32(row.sso_provider_id),
+        )
+    )  # fmt: skip
+
+
+async def get_client(conn: Connection, client_id: str) -> m.ClientResponse:
+    client = await store.get_client(conn, client_id)
+    if client is None:
+        raise not_found(f"client {client_id} does not exist", "client_id")
+    return m.ClientResponse(client)
+
+
+async def get_dcom_rights(
+    conn: Connection, object_id: str, sort: Sequence[tuple[str, bool]], page: Page
+) -> m.PagedNodeList:
+    computer_id = await store.find_node_id(conn, object_id, label="Computer")
+    if computer_id is None:
+        raise not_found(f"no computer with object id {object_id}", "object_id")
+    count, rows = await store.list_dcom_holders(conn, computer_id, sort, page.skip, page.limit)
+    return m.PagedNodeList(count, page.skip, page.limit, rows)
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+
+async def log_in(
+    conn: Connection, request: m.LoginRequest, jwt_key: bytes, lifetime: timedelta
+) -> m.LoginResponse:
+    if request.login_method != "secret":
+        raise bad_request(
+            f"unsupported login_method {request.login_method!r}: use 'secret'", "login_method"
+        )
+    user = await store.find_user_login(conn, request.username)
+    if not verify_secret(user.secret_digest if user else None, request.secret) or user is None:
+        raise unauthorized("invalid username or secret")
+    if user.principal.disabled:
+        raise forbidden("user is disabled")
+    now = datetime.now(UTC)
+    session_id = str(uuid.uuid4())
+    expires_at = now + lifetime
+    await store.insert_session(conn, session_id, user.id, now, expires_at)
+    token = issue_jwt(jwt_key, user.id, session_id, expires_at)
+    return m.LoginResponse(m.LoginData(user.id, token, auth_expired=False))
+
+
+# --- administration (CLI and demo) --------------------------------------------------------
+
+
+@dataclass
+class CreatedToken:
+    id: str
+    key: str
+    user_id: str | None
+
+
+async def create_user(
+    conn: Connection, name: str, role: str, secret: str | None, disabled: bool
+) -> str:
+    if not name.strip():
+        raise bad_request("user name must not be empty", "name")
+    role_id = await store.find_role_id(conn, role)
+    if role_id is None:
+        roles = ", ".join(await store.list_role_names(conn))
+        raise bad_request(f"unknown role {role!r}; roles: {roles}", "role")
+    if await store.find_user_id(conn, name) is not None:
+        raise ApiError(409, f"user {name!r} already exists", "name")
+    user_id = str(uuid.uuid4())
+    digest = hash_secret(secret) if secret else None
+    await store.insert_user(conn, user_id, name, role_id, digest, disabled, datetime.now(UTC))
+    return user_id
+
+
+async def create_user_token(
+    conn: Connection, keys: KeyBox, user_name: str, token_name: str | None = None
+) -> CreatedToken:
+    user_id = await store.find_user_id(conn, user_name)
+    if user_id is None:
+        raise not_found(f"no user named {user_name!r}", "user")
+    return await create_token(conn, keys, user_id=user_id, name=token_name)
+
+
+async def create_token(
+    conn: Connection,
+    keys: KeyBox,
+    user_id: str | None = None,
+    client_id: str | None = None,
+    name: str | None = None,
+) -> CreatedToken:
+    """A new API token; the key is returned here once and stored only encrypted."""
+    token_id, key = str(uuid.uuid4()), new_token_key()
+    await store.insert_token(
+        conn, token_id, keys.seal(key), HMAC_METHOD, datetime.now(UTC),
+        user_id=user_id, client_id=client_id, name=name, created_by=user_id,
+    )  # fmt: skip
+    return CreatedToken(token_id, key, user_id)
+
+
+async def create_saml_provider(
+    conn: Connection,
+    name: str,
+    display_name: str,
+    idp_issuer_uri: str,
+    idp_sso_uri: str,
+    mappings: Sequence[str],
+) -> int:
+    if not name or "/" in name or name != name.strip():
+        raise bad_request(f"SAML provider name {name!r} must be non-empty, without '/'", "name")
+    if await store.saml_provider_name_taken(conn, name):
+        raise ApiError(409, f"a SAML provider named {name!r} already exists", "name")
+    return await store.insert_saml_provider(
+        conn, name, display_name, idp_issuer_uri, idp_sso_uri, mappings, datetime.now(UTC)
+    )
+
+
+async def create_client(
+    conn: Connection,
+    keys: KeyBox,
+    name: str,
+    ip_address: str = "",
+    hostname: str = "",
+    created_by: str | None = None,
+) -> tuple[str, CreatedToken]:
+    """A collection client with its token (the token key is shown once, here)."""
+    if not name.strip():
+        raise bad_request("client name must not be empty", "name")
+    if ip_address:
+        try:
+            ipaddress.ip_address(ip_address)
+        except ValueError:
+            raise bad_request(f"{ip_address!r} is not an IP address", "ip_address") from None
+    if await store.client_name_taken(conn, name):
+        raise ApiError(409, f"a client named {name!r} already exists", "name")
+    client_id = str(uuid.uuid4())
+    await store.insert_client(conn, client_id, name, ip_address, hostname, datetime.now(UTC))
+    token = await create_token(conn, keys, client_id=client_id, name=f"{name} token")
+    return client_id, token

@@ -1,0 +1,100 @@
+"""The one settings class; its field docstrings are the configuration reference."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "graphsvc"
+
+
+class Settings(BaseSettings):
+    """Read from environment variables with the prefix GRAPHSVC_ (for example GRAPHSVC_EDITION)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GRAPHSVC_", use_attribute_docstrings=True, extra="ignore"
+    )
+
+    data_dir: Path = default_data_dir()
+    """Folder for the default SQLite file and for secrets generated on first start."""
+
+    database_url: str | None = None
+    """`sqlite:///path/file.db` or `postgresql://user@host:port/db`; default SQLite in data_dir."""
+
+    edition: Literal["enterprise", "community"] = "enterprise"
+    """`enterprise` serves every operation; `community` answers 404 for GET /api/v2/clients/{id}."""
+
+    public_url: str | None = None
+    """Base URL the service is reached at, used for SAML sp_* URIs; default the request's own."""
+
+    jwt_secret: SecretStr | None = None
+    """HS256 key for session JWTs; generated once into data_dir when not set."""
+
+    token_encryption_key: SecretStr | None = None
+    """Fernet key that encrypts API token keys at rest; generated once into data_dir when not set."""
+
+    jwt_lifetime_seconds: int = 8 * 3600
+    """How long a JWT from POST /api/v2/login is valid."""
+
+    signature_max_age_seconds: int = 2 * 3600
+    """A signed request whose RequestDate is older than this is rejected as a replay."""
+
+    signature_max_future_seconds: int = 15 * 60
+    """A signed request whose RequestDate is further ahead than this is rejected."""
+
+    accept_path_only_signatures: bool = False
+    """Weaker, for old SDKs: also accept signatures computed over the path without its query."""
+
+    max_limit: int = 10000
+    """Largest `limit` a paginated operation accepts; larger is a 400."""
+
+    default_wait_seconds: int = 30
+    """Request timeout when no `Prefer: wait=N` header (or wait=0) is sent."""
+
+    max_wait_seconds: int = 60
+    """Cap on the timeout a client may ask for with `Prefer: wait=N`."""
+
+    allow_unlimited_wait: bool = False
+    """Whether `Prefer: wait=-1` (no timeout at all) is honoured; otherwise it is a 400."""
+
+    db_pool_size: int = 8
+    """Database connections each server process keeps open."""
+
+    log_level: str = "info"
+    """Log level of the server process (debug, info, warning, error)."""
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'graphsvc.sqlite3'}"
+
+    def resolved_jwt_secret(self) -> bytes:
+        if self.jwt_secret is not None:
+            return self.jwt_secret.get_secret_value().encode()
+        return read_or_create_secret(self.data_dir / "jwt-signing.key", secrets.token_urlsafe(48))
+
+    def resolved_token_encryption_key(self) -> bytes:
+        if self.token_encryption_key is not None:
+            return self.token_encryption_key.get_secret_value().encode()
+        from cryptography.fernet import Fernet
+
+        fresh = Fernet.generate_key().decode()
+        return read_or_create_secret(self.data_dir / "token-encryption.key", fresh)
+
+
+def read_or_create_secret(path: Path, fresh: str) -> bytes:
+    """Keep a generated secret in a 0600 file so restarts keep sessions and tokens valid."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip().encode()
+    with os.fdopen(fd, "w") as f:
+        f.write(fresh + "\n")
+    return fresh.encode()
