@@ -370,6 +370,30 @@ async def insert_ingest_run(
     )  # fmt: skip
 
 
+@dataclass
+class KindCount:
+    metric_type: str  # "node" or "relationship"
+    kind_name: str
+    kind_id: int
+    count: int
+
+
+async def count_extension_kinds(conn: Connection, extension_id: int) -> list[KindCount]:
+    """Nodes per node kind and edges per relationship kind of one extension, zeros left out."""
+    rows = await conn.fetch(
+        """SELECT 'node', k.name, k.id, count(*) FROM schema_extension_kinds x
+            JOIN kinds k ON k.id = x.kind_id JOIN node_kinds nk ON nk.kind_id = k.id
+            WHERE x.extension_id = $1 AND x.category = 'node' GROUP BY k.name, k.id
+        UNION ALL
+        SELECT 'relationship', k.name, k.id, count(*) FROM schema_extension_kinds x
+            JOIN kinds k ON k.id = x.kind_id JOIN edges e ON e.kind_id = k.id
+            WHERE x.extension_id = $1 AND x.category = 'relationship' GROUP BY k.name, k.id
+        ORDER BY 1, 2""",
+        extension_id,
+    )
+    return [KindCount(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+
 async def count_graph(conn: Connection) -> tuple[int, int]:
     row = await conn.fetchrow("SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM edges)")
     assert row is not None
@@ -781,6 +805,15 @@ async def find_session_principal(
 
 async def delete_session(conn: Connection, session_id: str) -> None:
     await conn.execute("DELETE FROM user_sessions WHERE id = $1", session_id)
+
+
+async def store_is_empty(conn: Connection) -> bool:
+    """No graph, users, clients or SAML providers yet (migration seed rows do not count)."""
+    found = await conn.fetchval(
+        """SELECT 1 FROM nodes UNION ALL SELECT 1 FROM users UNION ALL SELECT 1 FROM clients
+        UNION ALL SELECT 1 FROM saml_providers LIMIT 1"""
+    )
+    return found is None
 
 
 async def ping(conn: Connection) -> None:

@@ -1,0 +1,274 @@
+"""The `graphsvc` command: serve, db upgrade, demo, ingest, user/token/saml/client create, sign."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import msgspec
+
+from graphsvc import service
+from graphsvc.batch import IngestError
+from graphsvc.crypto import KeyBox, sign_request
+from graphsvc.db import Connection, create_database, redact_url
+from graphsvc.errors import ApiError
+from graphsvc.migrate import upgrade_schema
+from graphsvc.settings import Settings
+
+T = TypeVar("T")
+
+
+def fail(message: str) -> None:
+    click.echo(f"graphsvc: error: {message}", err=True)
+    sys.exit(1)
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # pydantic's ValidationError names the bad variable
+        fail(f"invalid configuration: {exc}")
+        raise
+
+
+def migrate(settings: Settings) -> None:
+    url = settings.resolved_database_url()
+    try:
+        upgrade_schema(url)
+    except Exception as exc:
+        fail(f"cannot migrate the database at {redact_url(url)}: {exc}")
+
+
+def run_write(settings: Settings, work: Callable[[Connection], Awaitable[T]]) -> T:
+    """Migrate, then run `work` in one write transaction: all of it lands or none of it."""
+    migrate(settings)
+
+    async def main() -> T:
+        db = create_database(settings.resolved_database_url(), pool_size=1)
+        await db.open()
+        try:
+            async with db.transaction(write=True) as conn:
+                return await work(conn)
+        finally:
+            await db.close()
+
+    try:
+        return asyncio.run(main())
+    except ApiError as exc:
+        fail(f"{exc.context}: {exc.message}")
+    except IngestError as exc:
+        fail(f"{exc} (nothing was written)")
+    raise AssertionError("unreachable")
+
+
+def emit(as_json: bool, data: Any, text: str) -> None:
+    click.echo(msgspec.json.encode(data).decode() if as_json else text)
+
+
+def keys_of(settings: Settings) -> KeyBox:
+    return KeyBox(settings.resolved_token_encryption_key())
+
+
+@click.group()
+def main() -> None:
+    """graphsvc: a server of the Graph Analysis Service API v2."""
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+def serve(host: str, port: int) -> None:
+    """Run migrations if needed, then serve the API."""
+    import uvicorn
+
+    from graphsvc.app import create_app
+
+    settings = load_settings()
+    migrate(settings)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level,
+                proxy_headers=False)  # fmt: skip
+
+
+@main.group()
+def db() -> None:
+    """Database schema."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Bring the schema to the newest version."""
+    settings = load_settings()
+    migrate(settings)
+    click.echo(f"schema is up to date at {redact_url(settings.resolved_database_url())}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo(as_json: bool) -> None:
+    """Fill an empty store with a demo dataset and an Administrator API token."""
+    from graphsvc.demo import create_demo
+
+    settings = load_settings()
+    secret = secrets.token_urlsafe(12)
+    result = run_write(settings, lambda conn: create_demo(conn, keys_of(settings), secret))
+    text = "\n".join([
+        f"demo data loaded into {redact_url(settings.resolved_database_url())}",
+        f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
+        f"(run {result.run_id})",
+        f"  Azure tenants: {', '.join(result.tenant_ids)}",
+        f"  computers: {', '.join(result.computer_object_ids)}",
+        f"  environment kind ids: {result.environment_kind_ids}; extension ids: "
+        f"{result.extension_ids}",
+        f"  SAML provider ids: {result.saml_provider_ids}; clients: {', '.join(result.client_ids)}",
+        f"  Administrator login: {result.admin_username} / {result.admin_secret}",
+        f"  API token id:  {result.token_id}",
+        f"  API token key: {result.token_key}   (shown once; keep it)",
+    ])  # fmt: skip
+    emit(as_json, result, text)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Load collector output (OpenGraph JSON files, or folders of them) as one run."""
+    from graphsvc.ingest import ingest_files
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if p.is_file())
+            if not found:
+                fail(f"{path}: folder holds no .json files")
+            files += found
+        elif path.exists():
+            files.append(path)
+        else:
+            fail(f"{path}: no such file or folder")
+    result = run_write(load_settings(), lambda conn: ingest_files(conn, files))
+    emit(as_json, {"run_id": result.run_id, "files": result.files, "nodes": result.nodes,
+                   "edges": result.edges, "created_at": result.created_at},
+         f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+         f"{len(result.files)} file(s)")  # fmt: skip
+
+
+@main.group()
+def user() -> None:
+    """Users."""
+
+
+@user.command("create")
+@click.argument("name")
+@click.option("--role", required=True,
+              help="Read-Only, Upload-Only, User, Power User or Administrator")  # fmt: skip
+@click.option("--secret", default=None, help="Password for POST /api/v2/login.")
+@click.option("--disabled", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+def user_create(name: str, role: str, secret: str | None, disabled: bool, as_json: bool) -> None:
+    """Create a user with a role."""
+    user_id = run_write(
+        load_settings(), lambda conn: service.create_user(conn, name, role, secret, disabled)
+    )
+    emit(as_json, {"id": user_id, "name": name, "role": role, "disabled": disabled},
+         f"user {name} ({role}) created: {user_id}")  # fmt: skip
+
+
+@main.group()
+def token() -> None:
+    """API tokens for signed requests."""
+
+
+@token.command("create")
+@click.option("--user", "user_name", required=True)
+@click.option("--name", default=None, help="A label for the token.")
+@click.option("--json", "as_json", is_flag=True)
+def token_create(user_name: str, name: str | None, as_json: bool) -> None:
+    """Create an API token; its key is printed once and stored only encrypted."""
+    settings = load_settings()
+    created = run_write(
+        settings, lambda conn: service.create_user_token(conn, keys_of(settings), user_name, name)
+    )
+    emit(as_json, {"id": created.id, "key": created.key, "user_id": created.user_id},
+         f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)")
+
+
+@main.group()
+def saml() -> None:
+    """SAML providers."""
+
+
+@saml.command("create")
+@click.option("--name", required=True)
+@click.option("--display-name", required=True)
+@click.option("--idp-issuer-uri", required=True)
+@click.option("--idp-sso-uri", required=True)
+@click.option("--principal-attribute-mapping", "mappings", multiple=True)
+@click.option("--json", "as_json", is_flag=True)
+def saml_create(name: str, display_name: str, idp_issuer_uri: str, idp_sso_uri: str,
+                mappings: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+    """Register a SAML identity provider."""
+    settings = load_settings()
+    base = settings.public_url or "http://127.0.0.1:8000"
+
+    async def work(conn: Connection) -> Any:
+        provider_id = await service.create_saml_provider(
+            conn, name, display_name, idp_issuer_uri, idp_sso_uri, mappings
+        )
+        return (await service.get_saml_provider(conn, provider_id, base)).data
+
+    provider = run_write(settings, work)
+    emit(as_json, provider, f"SAML provider {name} created: id {provider.id}")
+
+
+@main.group()
+def client() -> None:
+    """Collection clients (Enterprise edition)."""
+
+
+@client.command("create")
+@click.option("--name", required=True)
+@click.option("--ip-address", default="")
+@click.option("--hostname", default="")
+@click.option("--json", "as_json", is_flag=True)
+def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> None:
+    """Register a collection client with its token (the token key is printed once)."""
+    settings = load_settings()
+    if settings.edition != "enterprise":
+        fail("collection clients are an Enterprise edition feature (GRAPHSVC_EDITION=enterprise)")
+
+    async def work(conn: Connection) -> Any:
+        client_id, created = await service.create_client(
+            conn, keys_of(settings), name, ip_address, hostname
+        )
+        return (await service.get_client(conn, client_id)).data, created
+
+    found, created = run_write(settings, work)
+    data = {**msgspec.to_builtins(found), "token_key": created.key}
+    emit(as_json, data, f"client {name} created: {found.id}\n"
+         f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)")
+
+
+@main.command()
+@click.argument("method")
+@click.argument("uri")
+@click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
+@click.option("--token-key", envvar="GRAPHSVC_TOKEN_KEY", required=True)
+@click.option("--body", type=click.File("rb"), default=None, help="File holding the body.")
+@click.option("--curl", "as_curl", is_flag=True, help="Print curl -H options.")
+def sign(method: str, uri: str, token_id: str, token_key: str, body: Any, as_curl: bool) -> None:
+    """Print the three headers of a signed request for METHOD and URI (path?query)."""
+    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    signature = sign_request(token_key, method.upper(), uri, date, body.read() if body else b"")
+    headers = {"Authorization": f"svcsignature {token_id}", "RequestDate": date,
+               "Signature": signature}  # fmt: skip
+    if as_curl:
+        click.echo(" ".join(f"-H '{k}: {v}'" for k, v in headers.items()))
+    else:
+        click.echo(json.dumps(headers, indent=2))

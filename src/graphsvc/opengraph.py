@@ -1,0 +1,158 @@
+"""OpenGraph files: {"metadata": {"source_kind"}, "graph": {"nodes": [...], "edges": [...]}}.
+
+Checked against the rules of the published node and edge schemas: node `id` and `kinds`
+required (at most three kinds), property values primitive or homogeneous primitive arrays,
+no `objectid` property that differs from the id, edge kinds of letters, digits and `_`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from graphsvc.batch import Edge, Endpoint, GraphBatch, IngestError, Node, PropertyValue
+
+EDGE_KIND = re.compile(r"[A-Za-z0-9_]+")
+MATCH_BY = ("id", "name", "property")
+MAX_KINDS = 3
+
+
+def parse(document: dict[str, Any], source: str, batch: GraphBatch) -> None:
+    if "meta" in document or "data" in document:
+        raise IngestError(source, "'graph' and 'meta'/'data' cannot be mixed in one file")
+    source_kind = parse_metadata(document.get("metadata"), source)
+    graph = document["graph"]
+    if not isinstance(graph, dict):
+        raise IngestError(source, "must be an object", "graph")
+    nodes, edges = graph.get("nodes"), graph.get("edges")
+    if nodes is None and edges is None:
+        raise IngestError(source, "needs 'nodes', 'edges' or both", "graph")
+    for name, items in (("nodes", nodes), ("edges", edges)):
+        if items is not None and not isinstance(items, list):
+            raise IngestError(source, "must be an array", f"graph.{name}")
+    for i, raw in enumerate(nodes or []):
+        batch.add_node(parse_node(raw, source, f"graph.nodes[{i}]", source_kind))
+    for i, raw in enumerate(edges or []):
+        batch.edges.append(parse_edge(raw, source, f"graph.edges[{i}]"))
+
+
+def parse_metadata(metadata: Any, source: str) -> str | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise IngestError(source, "must be an object", "metadata")
+    unknown = set(metadata) - {"source_kind"}
+    if unknown:
+        raise IngestError(source, f"unknown field(s) {sorted(unknown)}", "metadata")
+    source_kind = metadata.get("source_kind")
+    if source_kind is not None and (not isinstance(source_kind, str) or not source_kind):
+        raise IngestError(source, "must be a non-empty string", "metadata.source_kind")
+    return source_kind
+
+
+def parse_node(raw: Any, source: str, where: str, source_kind: str | None) -> Node:
+    if not isinstance(raw, dict):
+        raise IngestError(source, "must be an object", where)
+    node_id = raw.get("id")
+    if not isinstance(node_id, str) or not node_id.strip():
+        raise IngestError(source, "'id' must be a non-empty string", where)
+    kinds = raw.get("kinds")
+    if not isinstance(kinds, list) or not all(isinstance(k, str) and k for k in kinds):
+        raise IngestError(source, "'kinds' must be an array of non-empty strings", where)
+    if len(kinds) > MAX_KINDS:
+        raise IngestError(source, f"'kinds' has {len(kinds)} entries, at most {MAX_KINDS}", where)
+    properties = parse_properties(raw.get("properties"), source, f"{where}.properties")
+    objectid = properties.get("objectid")
+    if objectid is not None and str(objectid).upper() != node_id.upper():
+        raise IngestError(source, f"'objectid' {objectid!r} differs from the node id "
+                          f"{node_id!r}", f"{where}.properties")  # fmt: skip
+    if source_kind and source_kind not in kinds:
+        kinds = [*kinds, source_kind]
+    name = properties.get("name")
+    return Node(
+        object_id=node_id.upper(),
+        name=name if isinstance(name, str) and name else node_id,
+        kinds=list(dict.fromkeys(kinds)),
+        properties=properties,
+    )
+
+
+def parse_properties(raw: Any, source: str, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise IngestError(source, "must be an object or null", where)
+    for key, value in raw.items():
+        if not is_property_value(value):
+            raise IngestError(
+                source,
+                "values must be strings, numbers, booleans or arrays of one of those types",
+                f"{where}.{key}",
+            )
+    return dict(raw)
+
+
+def is_primitive(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def is_property_value(value: Any) -> bool:
+    if is_primitive(value):
+        return True
+    if not isinstance(value, list) or not all(is_primitive(v) for v in value):
+        return False
+    # Homogeneous: all strings, all booleans, or all numbers (bool is an int in Python).
+    families = {"bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "num"
+                for v in value}  # fmt: skip
+    return len(families) <= 1
+
+
+def parse_edge(raw: Any, source: str, where: str) -> Edge:
+    if not isinstance(raw, dict):
+        raise IngestError(source, "must be an object", where)
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or not EDGE_KIND.fullmatch(kind):
+        raise IngestError(source, "'kind' must match ^[A-Za-z0-9_]+$", where)
+    return Edge(
+        kind=kind,
+        start=parse_endpoint(raw.get("start"), source, f"{where}.start"),
+        end=parse_endpoint(raw.get("end"), source, f"{where}.end"),
+        properties=parse_properties(raw.get("properties"), source, f"{where}.properties"),
+        source=source,
+        element=where,
+    )
+
+
+def parse_endpoint(raw: Any, source: str, where: str) -> Endpoint:
+    if not isinstance(raw, dict):
+        raise IngestError(source, "must be an object with 'value' (and 'match_by')", where)
+    match_by = raw.get("match_by", "id")
+    if match_by not in MATCH_BY:
+        raise IngestError(source, f"'match_by' must be one of {', '.join(MATCH_BY)}", where)
+    kind = raw.get("kind")
+    if kind is not None and (not isinstance(kind, str) or not kind):
+        raise IngestError(source, "'kind' must be a non-empty string", where)
+    if match_by == "property":
+        return Endpoint("property", "", kind, parse_matchers(raw, source, where))
+    value = raw.get("value")
+    if not isinstance(value, str) or not value:
+        raise IngestError(source, "'value' must be a non-empty string", where)
+    return Endpoint(match_by, value, kind)
+
+
+def parse_matchers(raw: dict[str, Any], source: str, where: str) -> list[tuple[str, PropertyValue]]:
+    matchers = raw.get("property_matchers")
+    if not isinstance(matchers, list) or not matchers:
+        raise IngestError(source, "match_by 'property' needs a non-empty 'property_matchers'",
+                          where)  # fmt: skip
+    parsed = []
+    for i, m in enumerate(matchers):
+        at = f"{where}.property_matchers[{i}]"
+        if not isinstance(m, dict) or not isinstance(m.get("key"), str) or not m["key"]:
+            raise IngestError(source, "needs a non-empty string 'key'", at)
+        if m.get("operator", "equals") != "equals":
+            raise IngestError(source, "'operator' must be 'equals'", at)
+        if not is_primitive(m.get("value")):
+            raise IngestError(source, "'value' must be a string, number or boolean", at)
+        parsed.append((m["key"], m["value"]))
+    return parsed
