@@ -1,0 +1,265 @@
+"""Test harness: every test runs against SQLite and PostgreSQL, on a fresh migrated database,
+and every HTTP response it sees is validated against the served OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+from starlette.testclient import TestClient
+
+from graphsvc import service
+from graphsvc.app import create_app
+from graphsvc.crypto import KeyBox, sign_request
+from graphsvc.db import Connection, asyncpg_dsn, create_database
+from graphsvc.demo import DemoResult, create_demo
+from graphsvc.migrate import upgrade_schema
+from graphsvc.openapi import build_openapi
+from graphsvc.settings import Settings
+
+T = TypeVar("T")
+POSTGRES_URL = os.environ.get(
+    "GRAPHSVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REQUIRE_POSTGRES = os.environ.get("CI") == "true" or bool(
+    os.environ.get("GRAPHSVC_TEST_REQUIRE_POSTGRES")
+)
+TEST_FERNET_KEY = "u9mJ5cDdQzF0bT0hC1a1m2Yc6QeCq3tYwVn4o7kXy8A="
+
+
+def postgres_reachable() -> str | None:
+    async def probe() -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(POSTGRES_URL), timeout=3)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server URL naming another database (the URL must name one)."""
+    base, _, rest = url.rpartition("/")
+    _, question, query = rest.partition("?")
+    return f"{base}/{name}{question}{query}"
+
+
+async def admin_sql(*statements: str) -> None:
+    conn = await asyncpg.connect(asyncpg_dsn(POSTGRES_URL))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+class Templates:
+    """Migrated once per session; each test gets a copy."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.sqlite_template = folder / "template.sqlite3"
+        self.postgres_template: str | None = None
+        self.postgres_error: str | None = None
+        self.created: list[str] = []
+        upgrade_schema(f"sqlite:///{self.sqlite_template}")
+
+    def sqlite_copy(self, target: Path) -> str:
+        shutil.copy(self.sqlite_template, target)
+        return f"sqlite:///{target}"
+
+    def postgres_copy(self) -> str:
+        if self.postgres_template is None and self.postgres_error is None:
+            self.postgres_error = postgres_reachable()
+            if self.postgres_error is None:
+                name = f"graphsvc_tpl_{os.getpid()}"
+                asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name}",
+                                      f"CREATE DATABASE {name}"))  # fmt: skip
+                upgrade_schema(with_database(POSTGRES_URL, name))
+                self.postgres_template = name
+        if self.postgres_error is not None:
+            message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {self.postgres_error}"
+            if REQUIRE_POSTGRES:
+                pytest.fail(message)
+            pytest.skip(message)
+        name = f"graphsvc_t_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        asyncio.run(admin_sql(f"CREATE DATABASE {name} TEMPLATE {self.postgres_template}"))
+        self.created.append(name)
+        return with_database(POSTGRES_URL, name)
+
+    def drop_all(self) -> None:
+        if self.postgres_template is None:
+            return
+        names = [*self.created, self.postgres_template]
+        asyncio.run(admin_sql(*(f"DROP DATABASE IF EXISTS {n} WITH (FORCE)" for n in names)))
+
+
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    made = Templates(tmp_path_factory.mktemp("templates"))
+    yield made
+    made.drop_all()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, templates: Templates, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return templates.sqlite_copy(tmp_path / "graphsvc.sqlite3")
+    return templates.postgres_copy()
+
+
+def run_in_transaction(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+    async def main() -> T:
+        db = create_database(url, pool_size=1)
+        await db.open()
+        try:
+            async with db.transaction(write=True) as conn:
+                return await work(conn)
+        finally:
+            await db.close()
+
+    return asyncio.run(main())
+
+
+# --- OpenAPI validation -------------------------------------------------------------------
+
+OPENAPI = build_openapi()
+PATH_PATTERNS = [
+    (re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"), template)
+    for template in OPENAPI["paths"]
+]
+
+
+def documented_schema(method: str, path: str, status: int) -> dict[str, Any]:
+    template = next((t for p, t in PATH_PATTERNS if p.match(path)), None)
+    assert template is not None, f"{path} is not in the OpenAPI document"
+    operation = OPENAPI["paths"][template].get(method.lower())
+    assert operation is not None, f"{method} {template} is not in the OpenAPI document"
+    response = operation["responses"].get(str(status))
+    assert response is not None, f"{method} {template} does not document status {status}"
+    if "$ref" in response:
+        response = OPENAPI["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
+    schema: dict[str, Any] = response["content"]["application/json"]["schema"]
+    return schema
+
+
+def check_against_openapi(method: str, path: str, response: httpx.Response) -> None:
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    schema = {**documented_schema(method, path, response.status_code),
+              "components": OPENAPI["components"]}  # fmt: skip
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())]
+    assert not errors, f"{method} {path} {response.status_code} breaks the OpenAPI document: {errors}"
+
+
+# --- the environment a test drives --------------------------------------------------------
+
+
+class Env:
+    def __init__(self, settings: Settings, client: TestClient) -> None:
+        self.settings = settings
+        self.client = client
+        self.keys = KeyBox(settings.resolved_token_encryption_key())
+        self.url = settings.resolved_database_url()
+        self.token = service.CreatedToken("", "", None)
+
+    def create_admin(self) -> None:
+        self.token = self.user_with_token("admin", "Administrator", secret="admin-secret")
+
+    def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        return run_in_transaction(self.url, work)
+
+    def user_with_token(self, name: str, role: str, disabled: bool = False,
+                        secret: str | None = None) -> service.CreatedToken:  # fmt: skip
+        async def work(conn: Connection) -> service.CreatedToken:
+            await service.create_user(conn, name, role, secret, disabled)
+            return await service.create_user_token(conn, self.keys, name)
+
+        return self.run(work)
+
+    def request(self, method: str, path: str, headers: dict[str, str] | None = None,
+                content: bytes | None = None, validate: bool = True) -> httpx.Response:  # fmt: skip
+        response = self.client.request(method, path, headers=headers or {}, content=content)
+        assert response.headers.get("requestid"), "every response carries RequestID"
+        if validate:
+            check_against_openapi(method, path.split("?", 1)[0], response)
+        return response
+
+    def signed_headers(self, method: str, uri: str, token: service.CreatedToken | None = None,
+                       date: datetime | None = None, body: bytes = b"") -> dict[str, str]:  # fmt: skip
+        token = token or self.token
+        stamp = (date or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+        return {
+            "Authorization": f"svcsignature {token.id}",
+            "RequestDate": stamp,
+            "Signature": sign_request(token.key, method, uri, stamp, body),
+        }
+
+    def get(self, uri: str, token: service.CreatedToken | None = None,
+            headers: dict[str, str] | None = None) -> httpx.Response:  # fmt: skip
+        """A GET signed with the admin token (or `token`) over the exact URI sent."""
+        return self.request("GET", uri, {**self.signed_headers("GET", uri, token), **(headers or {})})
+
+    def login(self, username: str = "admin", secret: str = "admin-secret") -> str:
+        response = self.request("POST", "/api/v2/login", content=(
+            b'{"login_method": "secret", "username": "%s", "secret": "%s"}'
+            % (username.encode(), secret.encode())))  # fmt: skip
+        assert response.status_code == 200, response.text
+        jwt: str = response.json()["data"]["session_token"]
+        return jwt
+
+
+def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        token_encryption_key=TEST_FERNET_KEY,
+        jwt_secret="test-jwt-signing-key-of-sufficient-length-0123456789",
+        **overrides,
+    )
+
+
+@pytest.fixture
+def make_env(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Env]]:
+    """Builds an Env with settings overrides; the app runs until the test ends."""
+    clients: list[TestClient] = []
+
+    def build(**overrides: Any) -> Env:
+        settings = make_settings(tmp_path, database_url, **overrides)
+        client = TestClient(create_app(settings), raise_server_exceptions=False)
+        client.__enter__()
+        clients.append(client)
+        return Env(settings, client)
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def env(make_env: Callable[..., Env]) -> Env:
+    made = make_env()
+    made.create_admin()
+    return made
+
+
+@pytest.fixture
+def demo_env(make_env: Callable[..., Env]) -> tuple[Env, DemoResult]:
+    """The demo dataset, with the demo's Administrator token as the env's token."""
+    made = make_env()
+    result = made.run(lambda conn: create_demo(conn, made.keys, "demo-secret"))
+    made.token = service.CreatedToken(result.token_id, result.token_key, None)
+    return made, result

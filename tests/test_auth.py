@@ -1,0 +1,285 @@
+"""Signed requests, JWT sessions, roles and permissions (spec 5, decisions)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from datetime import UTC, datetime, timedelta
+
+import jwt
+import pytest
+
+from graphsvc.crypto import sign_request
+from graphsvc.db import Connection
+from tests.conftest import Env
+
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+SAML = "/api/v2/saml/providers/1"
+CLIENT = "/api/v2/clients/00000000-0000-4000-8000-000000000000"
+
+
+def message(response) -> str:  # type: ignore[no-untyped-def]
+    body = response.json()
+    assert body["http_status"] == response.status_code
+    return str(body["errors"][0]["message"])
+
+
+def test_signature_is_the_spec_chain() -> None:
+    """Recomputed step by step from spec 5.2 for the spec's own example path."""
+    key, date = "my-token-key", "2026-03-04T05:06:07.123Z"
+    step1 = hmac.new(key.encode(), b"GET/api/v2/test/resource", hashlib.sha256).digest()
+    step2 = hmac.new(step1, b"2026-03-04T05", hashlib.sha256).digest()
+    step3 = hmac.new(step2, b"", hashlib.sha256).digest()
+    assert sign_request(key, "GET", "/api/v2/test/resource", date, b"") == (
+        base64.b64encode(step3).decode())  # fmt: skip
+
+
+def test_signed_request_over_path_and_query(env: Env) -> None:
+    response = env.get(AGG + "&sort_by=-created_at&limit=5")
+    assert response.status_code == 200
+
+
+def test_signature_covers_the_raw_query_as_sent(env: Env) -> None:
+    uri = AGG + "&start=2026-01-01T00%3A00%3A00%2B01%3A00"
+    assert env.get(uri).status_code == 200
+    decoded = AGG + "&start=2026-01-01T00:00:00+01:00"
+    headers = env.signed_headers("GET", decoded)
+    assert env.request("GET", uri, headers).status_code == 401
+
+
+def test_signature_without_the_query_is_rejected_by_default(env: Env) -> None:
+    path = AGG.split("?")[0]
+    headers = env.signed_headers("GET", path)
+    response = env.request("GET", AGG, headers)
+    assert response.status_code == 401
+    assert message(response) == "invalid signature or unknown token id"
+
+
+def test_path_only_signatures_when_the_compatibility_setting_is_on(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(accept_path_only_signatures=True)
+    env.create_admin()
+    headers = env.signed_headers("GET", AGG.split("?")[0])
+    assert env.request("GET", AGG, headers).status_code == 200
+    assert env.get(AGG).status_code == 200  # full-URI signatures still work
+
+
+def test_schemes_are_case_insensitive_and_reference_alias_works(env: Env) -> None:
+    for scheme in ("SVCSIGNATURE", "bhesignature", "BheSignature"):
+        headers = env.signed_headers("GET", AGG)
+        headers["Authorization"] = f"{scheme} {env.token.id}"
+        assert env.request("GET", AGG, headers).status_code == 200, scheme
+    jwt_token = env.login()
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        headers = {"Authorization": f"{scheme} {jwt_token}"}
+        assert env.request("GET", AGG, headers).status_code == 200, scheme
+
+
+@pytest.mark.parametrize(("offset", "status"), [
+    (timedelta(hours=-1, minutes=-59), 200),
+    (timedelta(hours=-2, minutes=-1), 401),
+    (timedelta(days=-3), 401),
+    (timedelta(minutes=10), 200),
+    (timedelta(minutes=16), 401),
+    (timedelta(days=1), 401),
+])  # fmt: skip
+def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
+    headers = env.signed_headers("GET", AGG, date=datetime.now(UTC) + offset)
+    response = env.request("GET", AGG, headers)
+    assert response.status_code == status
+    if status == 401:
+        assert "RequestDate" in message(response)
+
+
+def test_request_date_with_offset_and_fraction(env: Env) -> None:
+    local = datetime.now(UTC).astimezone().replace(microsecond=123456)
+    stamp = local.isoformat()
+    headers = {"Authorization": f"svcsignature {env.token.id}", "RequestDate": stamp,
+               "Signature": sign_request(env.token.key, "GET", AGG, stamp, b"")}  # fmt: skip
+    assert env.request("GET", AGG, headers).status_code == 200
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"Authorization": None}, "missing Authorization header"),
+    ({"Authorization": "Basic abc"}, "unknown authorization scheme"),
+    ({"Authorization": "svcsignature"}, "missing token id"),
+    ({"RequestDate": None}, "missing RequestDate header"),
+    ({"RequestDate": "yesterday"}, "malformed RequestDate"),
+    ({"RequestDate": "2026-01-01"}, "malformed RequestDate"),
+    ({"Signature": None}, "missing Signature header"),
+    ({"Signature": "bm90IGEgc2lnbmF0dXJl"}, "invalid signature or unknown token id"),
+    ({"Authorization": "svcsignature 00000000-0000-4000-8000-000000000000"},
+     "invalid signature or unknown token id"),
+    ({"Authorization": "svcsignature not-a-uuid"}, "invalid signature or unknown token id"),
+])  # fmt: skip
+def test_each_authentication_failure_is_401_saying_what_failed(
+    env: Env, change: dict[str, str | None], expected: str
+) -> None:
+    headers = env.signed_headers("GET", AGG)
+    for name, value in change.items():
+        headers.pop(name)
+        if value is not None:
+            headers[name] = value
+    response = env.request("GET", AGG, headers)
+    assert response.status_code == 401
+    assert expected in message(response)
+    assert response.json()["errors"][0]["context"] == "auth"
+
+
+def test_signature_of_another_method_or_body_fails(env: Env) -> None:
+    headers = env.signed_headers("POST", AGG)
+    assert env.request("GET", AGG, headers).status_code == 401
+    headers = env.signed_headers("GET", AGG, body=b"{}")
+    assert env.request("GET", AGG, headers).status_code == 401
+
+
+def test_authentication_comes_before_parameter_checks(env: Env) -> None:
+    response = env.request("GET", "/api/v2/data-quality-stats-aggregations?limit=-1")
+    assert response.status_code == 401
+
+
+def test_token_key_is_encrypted_at_rest(env: Env) -> None:
+    async def stored(conn: Connection) -> str:
+        value = await conn.fetchval("SELECT key_ciphertext FROM auth_tokens WHERE id = $1",
+                                    env.token.id)  # fmt: skip
+        return str(value)
+
+    ciphertext = env.run(stored)
+    assert env.token.key not in ciphertext
+    assert env.keys.open(ciphertext) == env.token.key
+
+
+def test_last_access_is_recorded_once_a_minute(env: Env) -> None:
+    async def last_access(conn: Connection) -> datetime:
+        value: datetime = await conn.fetchval(
+            "SELECT last_access FROM auth_tokens WHERE id = $1", env.token.id)  # fmt: skip
+        return value
+
+    before = env.run(last_access)
+    env.get(AGG)
+    after_first = env.run(last_access)
+    env.get(AGG)
+    assert after_first > before
+    assert env.run(last_access) == after_first
+
+
+# --- roles and permissions --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "expected"), [
+    ("Read-Only", {AGG: 200, SAML: 403, CLIENT: 403}),
+    ("Upload-Only", {AGG: 403, SAML: 403, CLIENT: 403}),
+    ("User", {AGG: 200, SAML: 403, CLIENT: 404}),
+    ("Power User", {AGG: 200, SAML: 403, CLIENT: 404}),
+    ("Administrator", {AGG: 200, SAML: 404, CLIENT: 404}),
+])  # fmt: skip
+def test_role_permissions(env: Env, role: str, expected: dict[str, int]) -> None:
+    token = env.user_with_token(f"someone-{role}", role)
+    for uri, status in expected.items():
+        response = env.get(uri, token=token)
+        assert response.status_code == status, (role, uri, response.text)
+        if status == 403:
+            assert "permission" in message(response)
+
+
+def test_disabled_user_is_403_for_tokens_and_login(env: Env) -> None:
+    token = env.user_with_token("dormant", "Administrator", disabled=True, secret="pw")
+    response = env.get(AGG, token=token)
+    assert response.status_code == 403 and message(response) == "user is disabled"
+    login = env.request("POST", "/api/v2/login",
+                        content=b'{"login_method":"secret","username":"dormant","secret":"pw"}')
+    assert login.status_code == 403
+
+
+def test_collection_client_token_cannot_read(env: Env) -> None:
+    from graphsvc import service
+
+    _, token = env.run(lambda conn: service.create_client(conn, env.keys, "c1"))
+    response = env.get(AGG, token=token)
+    assert response.status_code == 403 and "collection client" in message(response)
+
+
+# --- JWT sessions -----------------------------------------------------------------------
+
+
+def test_login_returns_a_working_jwt(env: Env) -> None:
+    response = env.request("POST", "/api/v2/login",
+                           content=b'{"login_method":"secret","username":"admin",'
+                           b'"secret":"admin-secret"}')  # fmt: skip
+    data = response.json()["data"]
+    assert data["auth_expired"] is False
+    claims = jwt.decode(data["session_token"], options={"verify_signature": False})
+    assert claims["sub"] == data["user_id"]
+    lifetime = claims["exp"] - datetime.now(UTC).timestamp()
+    assert 8 * 3600 - 60 < lifetime <= 8 * 3600
+    headers = {"Authorization": f"Bearer {data['session_token']}"}
+    assert env.request("GET", AGG, headers).status_code == 200
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    (b'{"login_method":"secret","username":"admin","secret":"wrong"}', 401),
+    (b'{"login_method":"secret","username":"nobody","secret":"admin-secret"}', 401),
+    (b'{"login_method":"oidc","username":"admin","secret":"admin-secret"}', 400),
+    (b'{"login_method":"secret","username":"admin"}', 400),
+    (b'{"login_method":"secret","username":1,"secret":"x"}', 400),
+    (b"not json", 400),
+    (b"", 400),
+])  # fmt: skip
+def test_login_failures(env: Env, body: bytes, status: int) -> None:
+    response = env.request("POST", "/api/v2/login", content=body)
+    assert response.status_code == status
+    if status == 401:
+        assert message(response) == "invalid username or secret"
+
+
+def test_logout_revokes_the_jwt(env: Env) -> None:
+    token = env.login()
+    headers = {"Authorization": f"Bearer {token}"}
+    assert env.request("GET", AGG, headers).status_code == 200
+    assert env.request("POST", "/api/v2/logout", headers).status_code == 200
+    response = env.request("GET", AGG, headers)
+    assert response.status_code == 401 and "session has ended" in message(response)
+
+
+def test_logout_needs_a_jwt(env: Env) -> None:
+    headers = env.signed_headers("POST", "/api/v2/logout")
+    response = env.request("POST", "/api/v2/logout", headers)
+    assert response.status_code == 400
+
+
+def test_expired_and_forged_jwts_are_401(env: Env) -> None:
+    token = env.login()
+    claims = jwt.decode(token, options={"verify_signature": False})
+    key = env.settings.resolved_jwt_secret()
+    expired = jwt.encode({**claims, "exp": datetime.now(UTC) - timedelta(seconds=5)}, key)
+    response = env.request("GET", AGG, {"Authorization": f"Bearer {expired}"})
+    assert response.status_code == 401 and "expired JWT" in message(response)
+    forged = jwt.encode(claims, b"some-other-key-that-is-long-enough-for-hs256")
+    response = env.request("GET", AGG, {"Authorization": f"Bearer {forged}"})
+    assert response.status_code == 401 and message(response) == "invalid JWT"
+    response = env.request("GET", AGG, {"Authorization": "Bearer"})
+    assert response.status_code == 401
+
+
+def test_removing_a_user_revokes_its_sessions_and_tokens(env: Env) -> None:
+    token = env.user_with_token("leaver", "User", secret="pw")
+    session = env.login("leaver", "pw")
+
+    async def remove(conn: Connection) -> None:
+        await conn.execute("UPDATE users SET deleted_at = $1 WHERE name = 'leaver'",
+                           datetime.now(UTC))  # fmt: skip
+
+    env.run(remove)
+    assert env.request("GET", AGG, {"Authorization": f"Bearer {session}"}).status_code == 401
+    assert env.get(AGG, token=token).status_code == 401
+
+
+def test_jwts_survive_a_restart_with_generated_keys(make_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Secrets generated into the data directory are reused by the next process."""
+    from graphsvc.settings import Settings
+
+    first = Settings(data_dir=tmp_path / "keys")
+    second = Settings(data_dir=tmp_path / "keys")
+    assert first.resolved_jwt_secret() == second.resolved_jwt_secret()
+    assert first.resolved_token_encryption_key() == second.resolved_token_encryption_key()
+    assert (tmp_path / "keys" / "jwt-signing.key").stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,132 @@
+"""GET /api/v2/computers/{object_id}/dcom-rights (spec 4.5)."""
+
+from __future__ import annotations
+
+from graphsvc.demo import DOMAIN, sid
+from tests.conftest import Env
+
+FILE01, APP01, WS03, DC01 = sid(1300), sid(1301), sid(1304), sid(1000)
+URL = "/api/v2/computers/{}/dcom-rights"
+
+
+def names(response_json: dict) -> list[str]:
+    return [entry["name"] for entry in response_json["data"]]
+
+
+def test_direct_and_nested_holders_each_once(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    response = env.get(URL.format(FILE01) + "?limit=100")
+    assert response.status_code == 200
+    body = response.json()
+    # DCOM OPERATORS holds the right; IT OPERATIONS > HELPDESK > TIER1 SUPPORT nest inside it.
+    expected = sorted(f"{n}@{DOMAIN}" for n in (
+        "DCOM OPERATORS", "IT OPERATIONS", "HELPDESK", "TIER1 SUPPORT", "ALICE", "BOB",
+        "CAROL", "DAVE", "SVC_BACKUP")) + [f"WS01.{DOMAIN}"]  # fmt: skip
+    assert names(body) == sorted(expected)
+    assert body["count"] == 10 and body["skip"] == 0 and body["limit"] == 100
+    alice = next(e for e in body["data"] if e["name"] == f"ALICE@{DOMAIN}")
+    assert alice == {"objectID": sid(1104), "name": f"ALICE@{DOMAIN}", "label": "User",
+                     "kinds": ["User", "Base"]}  # fmt: skip
+    computer = next(e for e in body["data"] if e["label"] == "Computer")
+    assert computer["objectID"] == sid(1302)
+
+
+def test_default_page_is_ten_sorted_by_name(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    body = env.get(URL.format(FILE01)).json()
+    assert body["limit"] == 10 and body["skip"] == 0 and len(body["data"]) == 10
+    assert names(body) == sorted(names(body))
+
+
+def test_object_id_is_case_insensitive(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    response = env.get(URL.format(APP01.lower()))
+    assert response.status_code == 200
+    assert names(response.json()) == [f"ERIN@{DOMAIN}", f"SERVER ADMINS@{DOMAIN}",
+                                      f"SVC_SCCM@{DOMAIN}"]  # fmt: skip
+
+
+def test_computer_without_holders_is_an_empty_list(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    body = env.get(URL.format(WS03)).json()
+    assert body == {"count": 0, "skip": 0, "limit": 10, "data": []}
+
+
+def test_paging_and_count(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    everything = names(env.get(URL.format(FILE01) + "?limit=100").json())
+    page = env.get(URL.format(FILE01) + "?skip=3&limit=4").json()
+    assert page["count"] == 10 and names(page) == everything[3:7]
+    past_end = env.get(URL.format(FILE01) + "?skip=50").json()
+    assert past_end["count"] == 10 and past_end["data"] == []
+    none = env.get(URL.format(FILE01) + "?limit=0").json()
+    assert none["count"] == 10 and none["data"] == []
+
+
+def test_sort_by_label_then_descending_name(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    data = env.get(URL.format(FILE01) + "?limit=100&sort_by=label&sort_by=-name").json()["data"]
+    keys = [(e["label"], e["name"]) for e in data]
+    expected = sorted(keys, key=lambda k: k[1], reverse=True)
+    expected.sort(key=lambda k: k[0])
+    assert keys == expected
+    by_id = env.get(URL.format(FILE01) + "?limit=100&sort_by=-objectid").json()["data"]
+    assert [e["objectID"] for e in by_id] == sorted((e["objectID"] for e in by_id), reverse=True)
+
+
+def test_unknown_computer_is_404(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    response = env.get(URL.format("S-1-5-21-1-2-3-4242"))
+    assert response.status_code == 404
+    assert response.json()["errors"][0]["context"] == "object_id"
+
+
+def test_a_user_is_not_a_computer(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    assert env.get(URL.format(sid(1104))).status_code == 404
+
+
+def test_type_graph_and_other_types_are_400(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    graph = env.get(URL.format(FILE01) + "?type=graph")
+    assert graph.status_code == 400 and "only type=list" in graph.json()["errors"][0]["message"]
+    assert env.get(URL.format(FILE01) + "?type=tree").status_code == 400
+    assert env.get(URL.format(FILE01) + "?type=list").status_code == 200
+
+
+def test_bad_paging_and_sorting_are_400_naming_the_parameter(demo_env: tuple[Env, object]) -> None:
+    env, _ = demo_env
+    for query, context in [("skip=-1", "skip"), ("limit=1.5", "limit"), ("limit=abc", "limit"),
+                           ("skip=99999999999", "skip"), ("limit=10001", "limit"),
+                           ("skip=1&skip=2", "skip"), ("sort_by=created_at", "sort_by"),
+                           ("sort_by=", "sort_by"), ("sort_by=-", "sort_by")]:  # fmt: skip
+        response = env.get(URL.format(FILE01) + "?" + query)
+        assert response.status_code == 400, query
+        assert response.json()["errors"][0]["context"] == context, query
+    too_many = env.get(URL.format(FILE01) + "?limit=10001").json()["errors"][0]["message"]
+    assert "10000" in too_many
+
+
+def test_group_cycles_terminate(env: Env) -> None:
+    """Two groups that are members of each other: each holder still appears once."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from graphsvc.ingest import ingest_files
+
+    graph = {"graph": {
+        "nodes": [{"id": "C1", "kinds": ["Computer"], "properties": {"name": "C1"}},
+                  {"id": "G1", "kinds": ["Group"], "properties": {"name": "G1"}},
+                  {"id": "G2", "kinds": ["Group"], "properties": {"name": "G2"}},
+                  {"id": "U1", "kinds": ["User"], "properties": {"name": "U1"}}],
+        "edges": [{"kind": "ExecuteDCOM", "start": {"value": "G1"}, "end": {"value": "C1"}},
+                  {"kind": "MemberOf", "start": {"value": "G2"}, "end": {"value": "G1"}},
+                  {"kind": "MemberOf", "start": {"value": "G1"}, "end": {"value": "G2"}},
+                  {"kind": "MemberOf", "start": {"value": "U1"}, "end": {"value": "G2"}}]}}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "cycle.json"
+        path.write_text(json.dumps(graph))
+        env.run(lambda conn: ingest_files(conn, [path]))
+    body = env.get(URL.format("c1")).json()
+    assert body["count"] == 3 and names(body) == ["G1", "G2", "U1"]
