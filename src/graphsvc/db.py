@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -67,11 +68,17 @@ def redact_url(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def json_text_property(dialect: Dialect, column: str, key_param: str) -> str:
-    """SQL for a top-level JSON property of a text column, as text, keyed by a parameter."""
+def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:
+    """SQL testing that a top-level property of a JSON text column equals a value, by JSON type
+    (7 matches 7, not "7"); pass the value through `json_value_param`."""
     if dialect == "sqlite":
-        return f"json_extract({column}, '$.\"' || {key_param} || '\"')"
-    return f"(({column})::jsonb ->> {key_param})"
+        return f"json_extract({column}, '$.\"' || {key_param} || '\"') = {value_param}"
+    return f"(({column})::jsonb -> {key_param}) = {value_param}::jsonb"
+
+
+def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
+    # SQLite's json_extract yields native values (true as 1); PostgreSQL compares jsonb.
+    return value if dialect == "sqlite" else json.dumps(value)
 
 
 # --- SQLite ----------------------------------------------------------------------------

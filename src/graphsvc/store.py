@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from graphsvc import models as m
-from graphsvc.db import Connection, Row, json_text_property
+from graphsvc.db import Connection, Row, json_property_equals, json_value_param
 
 # --- reading helpers --------------------------------------------------------------------
 
@@ -306,12 +306,12 @@ async def find_nodes_by_name(conn: Connection, name: str) -> list[StoredNode]:
 async def find_nodes_by_property(
     conn: Connection, key: str, value: str | float | bool
 ) -> list[StoredNode]:
-    """Nodes whose top-level property `key` equals `value` (compared as JSON text)."""
-    prop = json_text_property(conn.dialect, "properties", "$1")
-    text = value if isinstance(value, str) else json.dumps(value)
+    """Nodes whose top-level property `key` equals `value`, compared as JSON values."""
+    condition = json_property_equals(conn.dialect, "properties", "$1", "$2")
     rows = await conn.fetch(
-        f"SELECT {NODE_COLUMNS} FROM nodes WHERE {prop} = $2 LIMIT 2", key, text
-    )
+        f"SELECT {NODE_COLUMNS} FROM nodes WHERE {condition} LIMIT 2",
+        key, json_value_param(conn.dialect, value),
+    )  # fmt: skip
     return [stored_node(r) for r in rows]
 
 

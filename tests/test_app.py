@@ -1,0 +1,184 @@
+"""Wire rules shared by every route: error body, RequestID, routing errors, Prefer, edition,
+health, and the served OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime
+
+import pytest
+from openapi_spec_validator import validate
+
+from graphsvc import service, store
+from graphsvc.openapi import build_openapi
+from tests.conftest import Env, admin_sql
+
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+
+def test_error_body_and_request_id(env: Env) -> None:
+    response = env.get("/api/v2/data-quality-stats-aggregations")
+    body = response.json()
+    assert set(body) == {"http_status", "timestamp", "request_id", "errors"}
+    assert body["request_id"] == response.headers["requestid"]
+    assert uuid.UUID(body["request_id"]).version == 4
+    assert body["timestamp"].endswith("Z")
+    datetime.fromisoformat(body["timestamp"])
+    assert body["errors"] == [{"context": "schema_environment_kind_id",
+                               "message": "missing required query parameter: "
+                                          "schema_environment_kind_id"}]  # fmt: skip
+
+
+def test_request_ids_are_fresh_per_request(env: Env) -> None:
+    ids = {env.get(AGG).headers["requestid"] for _ in range(3)}
+    assert len(ids) == 3
+
+
+@pytest.mark.parametrize("path", ["/", "/api/v2", "/api/v2/nothing", "/api/v1/clients/x",
+                                  "/api/v2/computers/X/dcom-rights/extra"])  # fmt: skip
+def test_unknown_routes_are_json_404(env: Env, path: str) -> None:
+    response = env.request("GET", path, validate=False)
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["errors"][0]["context"] == "route"
+    assert response.json()["request_id"] == response.headers["requestid"]
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_wrong_methods_are_json_405(env: Env, method: str) -> None:
+    response = env.request(method, AGG)
+    assert response.status_code == 405
+    assert "GET" in response.headers["allow"]
+    assert response.json()["errors"][0]["context"] == "method"
+
+
+def test_unexpected_errors_are_a_json_500(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire: secret detail")
+
+    monkeypatch.setattr(store, "list_aggregations", broken)
+    response = env.get(AGG)
+    assert response.status_code == 500
+    body = response.json()
+    assert body["errors"] == [{"context": "server", "message": "internal server error"}]
+    assert "secret detail" not in response.text
+
+
+# --- Prefer -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("prefer", "applied"), [
+    ("wait=5", "wait=5"), (" wait=5 ", "wait=5"), ("wait=0", "wait=30"),
+    ("wait=600", "wait=60"), ("wait=60", "wait=60"),
+])  # fmt: skip
+def test_prefer_wait_is_applied_and_echoed(env: Env, prefer: str, applied: str) -> None:
+    response = env.get(AGG, headers={"Prefer": prefer})
+    assert response.status_code == 200
+    assert response.headers["preference-applied"] == applied
+
+
+def test_no_prefer_no_preference_applied(env: Env) -> None:
+    assert "preference-applied" not in env.get(AGG).headers
+
+
+@pytest.mark.parametrize("prefer", ["wait", "wait=", "wait=abc", "wait=-2", "wait=1.5",
+                                    "respond-async", "wait=5, handling=strict", ""])  # fmt: skip
+def test_malformed_prefer_is_400(env: Env, prefer: str) -> None:
+    response = env.get(AGG, headers={"Prefer": prefer})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["context"] == "Prefer"
+
+
+def test_unlimited_wait_only_when_enabled(make_env) -> None:  # type: ignore[no-untyped-def]
+    strict = make_env()
+    strict.create_admin()
+    refused = strict.get(AGG, headers={"Prefer": "wait=-1"})
+    assert refused.status_code == 400 and "disabled" in refused.json()["errors"][0]["message"]
+
+
+def test_unlimited_wait_when_enabled(make_env) -> None:  # type: ignore[no-untyped-def]
+    relaxed = make_env(allow_unlimited_wait=True)
+    relaxed.create_admin()
+    response = relaxed.get(AGG, headers={"Prefer": "wait=-1"})
+    assert response.status_code == 200 and response.headers["preference-applied"] == "wait=-1"
+
+
+def test_timeout_is_a_500_naming_the_seconds(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = service.get_aggregations
+
+    async def slow(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(5)
+        return await original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service, "get_aggregations", slow)
+    response = env.get(AGG, headers={"Prefer": "wait=1"})
+    assert response.status_code == 500
+    assert response.json()["errors"][0]["message"] == "request timed out after 1 seconds"
+
+
+# --- edition ----------------------------------------------------------------------------
+
+
+def test_community_edition_hides_clients(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(edition="community")
+    env.create_admin()
+    response = env.get("/api/v2/clients/00000000-0000-4000-8000-000000000000")
+    assert response.status_code == 404
+    assert "Enterprise edition only" in response.json()["errors"][0]["message"]
+    assert env.get(AGG).status_code == 200
+
+
+# --- health and the OpenAPI document ------------------------------------------------------
+
+
+def test_health_without_authentication(env: Env) -> None:
+    response = env.request("GET", "/health")
+    assert response.status_code == 200
+    assert response.json()["data"]["status"] == "ok"
+
+
+def test_health_is_503_when_the_database_is_unreachable(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unreachable(conn: object) -> None:
+        raise ConnectionRefusedError("connection refused")
+
+    monkeypatch.setattr(store, "ping", unreachable)
+    response = env.request("GET", "/health")
+    assert response.status_code == 503
+    assert response.json()["errors"][0]["context"] == "database"
+
+
+def test_health_is_503_when_postgresql_refuses_connections(env: Env) -> None:
+    """A real outage after start-up: live connections killed, new ones refused."""
+    if not env.url.startswith("postgresql"):
+        pytest.skip("a PostgreSQL outage")
+    name = env.url.rsplit("/", 1)[1]
+    asyncio.run(admin_sql(
+        f"ALTER DATABASE {name} ALLOW_CONNECTIONS false",
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+    ))  # fmt: skip
+    try:
+        response = env.request("GET", "/health")
+        assert response.status_code == 503
+        assert response.json()["errors"] == [{"context": "database",
+                                              "message": "database is unreachable"}]  # fmt: skip
+    finally:
+        asyncio.run(admin_sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+    assert env.request("GET", "/health").status_code == 200
+
+
+def test_openapi_document_is_served_and_valid(env: Env) -> None:
+    response = env.request("GET", "/api/v2/spec/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document == build_openapi()
+    validate(document)
+    assert document["openapi"] == "3.1.0"
+    for path in ("/api/v2/data-quality-stats-aggregations",
+                 "/api/v2/azure-tenants/{tenant_id}/data-quality-stats",
+                 "/api/v2/saml/providers/{saml_provider_id}", "/api/v2/clients/{client_id}",
+                 "/api/v2/computers/{object_id}/dcom-rights"):  # fmt: skip
+        operation = document["paths"][path]["get"]
+        assert {"200", "400", "401", "403", "404", "429", "500"} <= set(operation["responses"])
