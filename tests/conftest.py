@@ -86,8 +86,7 @@ class Templates:
             self.postgres_error = postgres_reachable()
             if self.postgres_error is None:
                 name = f"graphsvc_tpl_{os.getpid()}"
-                asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name}",
-                                      f"CREATE DATABASE {name}"))  # fmt: skip
+                asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"))
                 upgrade_schema(with_database(POSTGRES_URL, name))
                 self.postgres_template = name
         if self.postgres_error is not None:
@@ -160,11 +159,17 @@ def documented_schema(method: str, path: str, status: int) -> dict[str, Any]:
 
 def check_against_openapi(method: str, path: str, response: httpx.Response) -> None:
     assert response.headers["content-type"].startswith("application/json"), response.text
-    schema = {**documented_schema(method, path, response.status_code),
-              "components": OPENAPI["components"]}  # fmt: skip
+    schema = {
+        **documented_schema(method, path, response.status_code),
+        "components": OPENAPI["components"],
+    }
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())]
-    assert not errors, f"{method} {path} {response.status_code} breaks the OpenAPI document: {errors}"
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())
+    ]
+    assert not errors, (
+        f"{method} {path} {response.status_code} breaks the OpenAPI document: {errors}"
+    )
 
 
 # --- the environment a test drives --------------------------------------------------------
@@ -184,24 +189,41 @@ class Env:
     def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         return run_in_transaction(self.url, work)
 
-    def user_with_token(self, name: str, role: str, disabled: bool = False,
-                        secret: str | None = None) -> service.CreatedToken:  # fmt: skip
+    def user_with_token(
+        self,
+        name: str,
+        role: str,
+        disabled: bool = False,
+        secret: str | None = None,
+    ) -> service.CreatedToken:
         async def work(conn: Connection) -> service.CreatedToken:
             await service.create_user(conn, name, role, secret, disabled)
             return await service.create_user_token(conn, self.keys, name)
 
         return self.run(work)
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None,
-                content: bytes | None = None, validate: bool = True) -> httpx.Response:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        content: bytes | None = None,
+        validate: bool = True,
+    ) -> httpx.Response:
         response = self.client.request(method, path, headers=headers or {}, content=content)
         assert response.headers.get("requestid"), "every response carries RequestID"
         if validate:
             check_against_openapi(method, path.split("?", 1)[0], response)
         return response
 
-    def signed_headers(self, method: str, uri: str, token: service.CreatedToken | None = None,
-                       date: datetime | None = None, body: bytes = b"") -> dict[str, str]:  # fmt: skip
+    def signed_headers(
+        self,
+        method: str,
+        uri: str,
+        token: service.CreatedToken | None = None,
+        date: datetime | None = None,
+        body: bytes = b"",
+    ) -> dict[str, str]:
         token = token or self.token
         stamp = (date or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
         return {
@@ -210,15 +232,26 @@ class Env:
             "Signature": sign_request(token.key, method, uri, stamp, body),
         }
 
-    def get(self, uri: str, token: service.CreatedToken | None = None,
-            headers: dict[str, str] | None = None) -> httpx.Response:  # fmt: skip
+    def get(
+        self,
+        uri: str,
+        token: service.CreatedToken | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         """A GET signed with the admin token (or `token`) over the exact URI sent."""
-        return self.request("GET", uri, {**self.signed_headers("GET", uri, token), **(headers or {})})
+        return self.request(
+            "GET", uri, {**self.signed_headers("GET", uri, token), **(headers or {})}
+        )
 
     def login(self, username: str = "admin", secret: str = "admin-secret") -> str:
-        response = self.request("POST", "/api/v2/login", content=(
-            b'{"login_method": "secret", "username": "%s", "secret": "%s"}'
-            % (username.encode(), secret.encode())))  # fmt: skip
+        response = self.request(
+            "POST",
+            "/api/v2/login",
+            content=(
+                b'{"login_method": "secret", "username": "%s", "secret": "%s"}'
+                % (username.encode(), secret.encode())
+            ),
+        )
         assert response.status_code == 200, response.text
         jwt: str = response.json()["data"]["session_token"]
         return jwt

@@ -25,9 +25,12 @@ def test_error_body_and_request_id(env: Env) -> None:
     assert uuid.UUID(body["request_id"]).version == 4
     assert body["timestamp"].endswith("Z")
     datetime.fromisoformat(body["timestamp"])
-    assert body["errors"] == [{"context": "schema_environment_kind_id",
-                               "message": "missing required query parameter: "
-                                          "schema_environment_kind_id"}]  # fmt: skip
+    assert body["errors"] == [
+        {
+            "context": "schema_environment_kind_id",
+            "message": "missing required query parameter: schema_environment_kind_id",
+        }
+    ]
 
 
 def test_request_ids_are_fresh_per_request(env: Env) -> None:
@@ -35,8 +38,16 @@ def test_request_ids_are_fresh_per_request(env: Env) -> None:
     assert len(ids) == 3
 
 
-@pytest.mark.parametrize("path", ["/", "/api/v2", "/api/v2/nothing", "/api/v1/clients/x",
-                                  "/api/v2/computers/X/dcom-rights/extra"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/api/v2",
+        "/api/v2/nothing",
+        "/api/v1/clients/x",
+        "/api/v2/computers/X/dcom-rights/extra",
+    ],
+)
 def test_unknown_routes_are_json_404(env: Env, path: str) -> None:
     response = env.request("GET", path, validate=False)
     assert response.status_code == 404
@@ -68,10 +79,16 @@ def test_unexpected_errors_are_a_json_500(env: Env, monkeypatch: pytest.MonkeyPa
 # --- Prefer -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("prefer", "applied"), [
-    ("wait=5", "wait=5"), (" wait=5 ", "wait=5"), ("wait=0", "wait=30"),
-    ("wait=600", "wait=60"), ("wait=60", "wait=60"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("prefer", "applied"),
+    [
+        ("wait=5", "wait=5"),
+        (" wait=5 ", "wait=5"),
+        ("wait=0", "wait=30"),
+        ("wait=600", "wait=60"),
+        ("wait=60", "wait=60"),
+    ],
+)
 def test_prefer_wait_is_applied_and_echoed(env: Env, prefer: str, applied: str) -> None:
     response = env.get(AGG, headers={"Prefer": prefer})
     assert response.status_code == 200
@@ -82,8 +99,19 @@ def test_no_prefer_no_preference_applied(env: Env) -> None:
     assert "preference-applied" not in env.get(AGG).headers
 
 
-@pytest.mark.parametrize("prefer", ["wait", "wait=", "wait=abc", "wait=-2", "wait=1.5",
-                                    "respond-async", "wait=5, handling=strict", ""])  # fmt: skip
+@pytest.mark.parametrize(
+    "prefer",
+    [
+        "wait",
+        "wait=",
+        "wait=abc",
+        "wait=-2",
+        "wait=1.5",
+        "respond-async",
+        "wait=5, handling=strict",
+        "",
+    ],
+)
 def test_malformed_prefer_is_400(env: Env, prefer: str) -> None:
     response = env.get(AGG, headers={"Prefer": prefer})
     assert response.status_code == 400
@@ -155,15 +183,18 @@ def test_health_is_503_when_postgresql_refuses_connections(env: Env) -> None:
     if not env.url.startswith("postgresql"):
         pytest.skip("a PostgreSQL outage")
     name = env.url.rsplit("/", 1)[1]
-    asyncio.run(admin_sql(
-        f"ALTER DATABASE {name} ALLOW_CONNECTIONS false",
-        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
-    ))  # fmt: skip
+    asyncio.run(
+        admin_sql(
+            f"ALTER DATABASE {name} ALLOW_CONNECTIONS false",
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+        )
+    )
     try:
         response = env.request("GET", "/health")
         assert response.status_code == 503
-        assert response.json()["errors"] == [{"context": "database",
-                                              "message": "database is unreachable"}]  # fmt: skip
+        assert response.json()["errors"] == [
+            {"context": "database", "message": "database is unreachable"}
+        ]
     finally:
         asyncio.run(admin_sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
     assert env.request("GET", "/health").status_code == 200
@@ -176,9 +207,12 @@ def test_openapi_document_is_served_and_valid(env: Env) -> None:
     assert document == build_openapi()
     validate(document)
     assert document["openapi"] == "3.1.0"
-    for path in ("/api/v2/data-quality-stats-aggregations",
-                 "/api/v2/azure-tenants/{tenant_id}/data-quality-stats",
-                 "/api/v2/saml/providers/{saml_provider_id}", "/api/v2/clients/{client_id}",
-                 "/api/v2/computers/{object_id}/dcom-rights"):  # fmt: skip
+    for path in (
+        "/api/v2/data-quality-stats-aggregations",
+        "/api/v2/azure-tenants/{tenant_id}/data-quality-stats",
+        "/api/v2/saml/providers/{saml_provider_id}",
+        "/api/v2/clients/{client_id}",
+        "/api/v2/computers/{object_id}/dcom-rights",
+    ):
         operation = document["paths"][path]["get"]
         assert {"200", "400", "401", "403", "404", "429", "500"} <= set(operation["responses"])

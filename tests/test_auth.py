@@ -32,7 +32,8 @@ def test_signature_is_the_spec_chain() -> None:
     step2 = hmac.new(step1, b"2026-03-04T05", hashlib.sha256).digest()
     step3 = hmac.new(step2, b"", hashlib.sha256).digest()
     assert sign_request(key, "GET", "/api/v2/test/resource", date, b"") == (
-        base64.b64encode(step3).decode())  # fmt: skip
+        base64.b64encode(step3).decode()
+    )
 
 
 def test_signed_request_over_path_and_query(env: Env) -> None:
@@ -75,14 +76,17 @@ def test_schemes_are_case_insensitive_and_reference_alias_works(env: Env) -> Non
         assert env.request("GET", AGG, headers).status_code == 200, scheme
 
 
-@pytest.mark.parametrize(("offset", "status"), [
-    (timedelta(hours=-1, minutes=-59), 200),
-    (timedelta(hours=-2, minutes=-1), 401),
-    (timedelta(days=-3), 401),
-    (timedelta(minutes=10), 200),
-    (timedelta(minutes=16), 401),
-    (timedelta(days=1), 401),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("offset", "status"),
+    [
+        (timedelta(hours=-1, minutes=-59), 200),
+        (timedelta(hours=-2, minutes=-1), 401),
+        (timedelta(days=-3), 401),
+        (timedelta(minutes=10), 200),
+        (timedelta(minutes=16), 401),
+        (timedelta(days=1), 401),
+    ],
+)
 def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
     headers = env.signed_headers("GET", AGG, date=datetime.now(UTC) + offset)
     response = env.request("GET", AGG, headers)
@@ -94,24 +98,32 @@ def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
 def test_request_date_with_offset_and_fraction(env: Env) -> None:
     local = datetime.now(UTC).astimezone().replace(microsecond=123456)
     stamp = local.isoformat()
-    headers = {"Authorization": f"svcsignature {env.token.id}", "RequestDate": stamp,
-               "Signature": sign_request(env.token.key, "GET", AGG, stamp, b"")}  # fmt: skip
+    headers = {
+        "Authorization": f"svcsignature {env.token.id}",
+        "RequestDate": stamp,
+        "Signature": sign_request(env.token.key, "GET", AGG, stamp, b""),
+    }
     assert env.request("GET", AGG, headers).status_code == 200
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"Authorization": None}, "missing Authorization header"),
-    ({"Authorization": "Basic abc"}, "unknown authorization scheme"),
-    ({"Authorization": "svcsignature"}, "missing token id"),
-    ({"RequestDate": None}, "missing RequestDate header"),
-    ({"RequestDate": "yesterday"}, "malformed RequestDate"),
-    ({"RequestDate": "2026-01-01"}, "malformed RequestDate"),
-    ({"Signature": None}, "missing Signature header"),
-    ({"Signature": "bm90IGEgc2lnbmF0dXJl"}, "invalid signature or unknown token id"),
-    ({"Authorization": "svcsignature 00000000-0000-4000-8000-000000000000"},
-     "invalid signature or unknown token id"),
-    ({"Authorization": "svcsignature not-a-uuid"}, "invalid signature or unknown token id"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"Authorization": None}, "missing Authorization header"),
+        ({"Authorization": "Basic abc"}, "unknown authorization scheme"),
+        ({"Authorization": "svcsignature"}, "missing token id"),
+        ({"RequestDate": None}, "missing RequestDate header"),
+        ({"RequestDate": "yesterday"}, "malformed RequestDate"),
+        ({"RequestDate": "2026-01-01"}, "malformed RequestDate"),
+        ({"Signature": None}, "missing Signature header"),
+        ({"Signature": "bm90IGEgc2lnbmF0dXJl"}, "invalid signature or unknown token id"),
+        (
+            {"Authorization": "svcsignature 00000000-0000-4000-8000-000000000000"},
+            "invalid signature or unknown token id",
+        ),
+        ({"Authorization": "svcsignature not-a-uuid"}, "invalid signature or unknown token id"),
+    ],
+)
 def test_each_authentication_failure_is_401_saying_what_failed(
     env: Env, change: dict[str, str | None], expected: str
 ) -> None:
@@ -140,8 +152,9 @@ def test_authentication_comes_before_parameter_checks(env: Env) -> None:
 
 def test_token_key_is_encrypted_at_rest(env: Env) -> None:
     async def stored(conn: Connection) -> str:
-        value = await conn.fetchval("SELECT key_ciphertext FROM auth_tokens WHERE id = $1",
-                                    env.token.id)  # fmt: skip
+        value = await conn.fetchval(
+            "SELECT key_ciphertext FROM auth_tokens WHERE id = $1", env.token.id
+        )
         return str(value)
 
     ciphertext = env.run(stored)
@@ -152,7 +165,8 @@ def test_token_key_is_encrypted_at_rest(env: Env) -> None:
 def test_last_access_is_recorded_once_a_minute(env: Env) -> None:
     async def last_access(conn: Connection) -> datetime:
         value: datetime = await conn.fetchval(
-            "SELECT last_access FROM auth_tokens WHERE id = $1", env.token.id)  # fmt: skip
+            "SELECT last_access FROM auth_tokens WHERE id = $1", env.token.id
+        )
         return value
 
     before = env.run(last_access)
@@ -166,13 +180,16 @@ def test_last_access_is_recorded_once_a_minute(env: Env) -> None:
 # --- roles and permissions --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("role", "expected"), [
-    ("Read-Only", {AGG: 200, SAML: 403, CLIENT: 403}),
-    ("Upload-Only", {AGG: 403, SAML: 403, CLIENT: 403}),
-    ("User", {AGG: 200, SAML: 403, CLIENT: 404}),
-    ("Power User", {AGG: 200, SAML: 403, CLIENT: 404}),
-    ("Administrator", {AGG: 200, SAML: 404, CLIENT: 404}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("Read-Only", {AGG: 200, SAML: 403, CLIENT: 403}),
+        ("Upload-Only", {AGG: 403, SAML: 403, CLIENT: 403}),
+        ("User", {AGG: 200, SAML: 403, CLIENT: 404}),
+        ("Power User", {AGG: 200, SAML: 403, CLIENT: 404}),
+        ("Administrator", {AGG: 200, SAML: 404, CLIENT: 404}),
+    ],
+)
 def test_role_permissions(env: Env, role: str, expected: dict[str, int]) -> None:
     token = env.user_with_token(f"someone-{role}", role)
     for uri, status in expected.items():
@@ -186,8 +203,11 @@ def test_disabled_user_is_403_for_tokens_and_login(env: Env) -> None:
     token = env.user_with_token("dormant", "Administrator", disabled=True, secret="pw")
     response = env.get(AGG, token=token)
     assert response.status_code == 403 and message(response) == "user is disabled"
-    login = env.request("POST", "/api/v2/login",
-                        content=b'{"login_method":"secret","username":"dormant","secret":"pw"}')
+    login = env.request(
+        "POST",
+        "/api/v2/login",
+        content=b'{"login_method":"secret","username":"dormant","secret":"pw"}',
+    )
     assert login.status_code == 403
 
 
@@ -203,9 +223,11 @@ def test_collection_client_token_cannot_read(env: Env) -> None:
 
 
 def test_login_returns_a_working_jwt(env: Env) -> None:
-    response = env.request("POST", "/api/v2/login",
-                           content=b'{"login_method":"secret","username":"admin",'
-                           b'"secret":"admin-secret"}')  # fmt: skip
+    response = env.request(
+        "POST",
+        "/api/v2/login",
+        content=b'{"login_method":"secret","username":"admin","secret":"admin-secret"}',
+    )
     data = response.json()["data"]
     assert data["auth_expired"] is False
     claims = jwt.decode(data["session_token"], options={"verify_signature": False})
@@ -216,15 +238,18 @@ def test_login_returns_a_working_jwt(env: Env) -> None:
     assert env.request("GET", AGG, headers).status_code == 200
 
 
-@pytest.mark.parametrize(("body", "status"), [
-    (b'{"login_method":"secret","username":"admin","secret":"wrong"}', 401),
-    (b'{"login_method":"secret","username":"nobody","secret":"admin-secret"}', 401),
-    (b'{"login_method":"oidc","username":"admin","secret":"admin-secret"}', 400),
-    (b'{"login_method":"secret","username":"admin"}', 400),
-    (b'{"login_method":"secret","username":1,"secret":"x"}', 400),
-    (b"not json", 400),
-    (b"", 400),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b'{"login_method":"secret","username":"admin","secret":"wrong"}', 401),
+        (b'{"login_method":"secret","username":"nobody","secret":"admin-secret"}', 401),
+        (b'{"login_method":"oidc","username":"admin","secret":"admin-secret"}', 400),
+        (b'{"login_method":"secret","username":"admin"}', 400),
+        (b'{"login_method":"secret","username":1,"secret":"x"}', 400),
+        (b"not json", 400),
+        (b"", 400),
+    ],
+)
 def test_login_failures(env: Env, body: bytes, status: int) -> None:
     response = env.request("POST", "/api/v2/login", content=body)
     assert response.status_code == status
@@ -266,8 +291,9 @@ def test_removing_a_user_revokes_its_sessions_and_tokens(env: Env) -> None:
     session = env.login("leaver", "pw")
 
     async def remove(conn: Connection) -> None:
-        await conn.execute("UPDATE users SET deleted_at = $1 WHERE name = 'leaver'",
-                           datetime.now(UTC))  # fmt: skip
+        await conn.execute(
+            "UPDATE users SET deleted_at = $1 WHERE name = 'leaver'", datetime.now(UTC)
+        )
 
     env.run(remove)
     assert env.request("GET", AGG, {"Authorization": f"Bearer {session}"}).status_code == 401

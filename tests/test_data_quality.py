@@ -22,15 +22,20 @@ def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def seed_aggregations(env: Env, days_ago: list[int], environment_kind_id: int = DOMAIN_KIND,
-                      extension_id: int = AD_EXTENSION) -> datetime:  # fmt: skip
+def seed_aggregations(
+    env: Env,
+    days_ago: list[int],
+    environment_kind_id: int = DOMAIN_KIND,
+    extension_id: int = AD_EXTENSION,
+) -> datetime:
     """One node row per day; metric_value is the day, so rows identify themselves."""
     base = now()
 
     async def work(conn: Connection) -> None:
         for day in days_ago:
-            row = store.AggregationRow(str(uuid.uuid4()), extension_id, environment_kind_id,
-                                       "node", "User", float(day), 2)  # fmt: skip
+            row = store.AggregationRow(
+                str(uuid.uuid4()), extension_id, environment_kind_id, "node", "User", float(day), 2
+            )
             await store.insert_aggregations(conn, [row], base - timedelta(days=day))
 
     env.run(work)
@@ -71,7 +76,8 @@ def test_window_bounds_are_inclusive_and_echoed(env: Env) -> None:
 def test_window_accepts_offsets_and_fractions(env: Env) -> None:
     base = seed_aggregations(env, [1])
     local = (base - timedelta(days=2)).astimezone(
-        __import__("datetime").timezone(timedelta(hours=2)))
+        __import__("datetime").timezone(timedelta(hours=2))
+    )
     start = local.isoformat(timespec="milliseconds").replace("+", "%2B")
     body = env.get(f"{AGG}?schema_environment_kind_id=8&start={start}").json()
     assert values(body) == [1.0]
@@ -85,7 +91,9 @@ def test_start_alone_defaults_end_to_now_and_end_alone_moves_start(env: Env) -> 
     assert values(body) == [40.0, 45.0, 50.0]  # start = end - 30 days
     start = (base - timedelta(days=46)).isoformat().replace("+00:00", "Z")
     assert values(env.get(f"{AGG}?schema_environment_kind_id=8&start={start}").json()) == [
-        40.0, 45.0]  # fmt: skip
+        40.0,
+        45.0,
+    ]
 
 
 def test_sort_and_stable_tie_break(env: Env) -> None:
@@ -100,13 +108,16 @@ def test_rows_with_equal_times_page_stably_by_id(env: Env) -> None:
     stamp = now()
 
     async def work(conn: Connection) -> None:
-        rows = [store.AggregationRow("run", 1, 8, "relationship", f"K{i}", float(i), None)
-                for i in range(7)]  # fmt: skip
+        rows = [
+            store.AggregationRow("run", 1, 8, "relationship", f"K{i}", float(i), None)
+            for i in range(7)
+        ]
         await store.insert_aggregations(conn, rows, stamp)
 
     env.run(work)
-    pages = [env.get(f"{AGG}?schema_environment_kind_id=8&skip={s}&limit=3").json()
-             for s in (0, 3, 6)]  # fmt: skip
+    pages = [
+        env.get(f"{AGG}?schema_environment_kind_id=8&skip={s}&limit=3").json() for s in (0, 3, 6)
+    ]
     seen = [v for p in pages for v in values(p)]
     assert seen == [6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]  # -created_at, then -id
     assert all(p["count"] == 7 for p in pages)
@@ -132,23 +143,31 @@ def test_unknown_environment_kind_is_empty_but_unknown_extension_is_404(env: Env
     assert missing.json()["errors"][0]["context"] == "schema_extension_id"
 
 
-@pytest.mark.parametrize(("query", "context"), [
-    ("", "schema_environment_kind_id"),
-    ("schema_environment_kind_id=", "schema_environment_kind_id"),
-    ("schema_environment_kind_id=abc", "schema_environment_kind_id"),
-    ("schema_environment_kind_id=2147483648", "schema_environment_kind_id"),
-    ("schema_environment_kind_id=8&schema_extension_id=x", "schema_extension_id"),
-    ("schema_environment_kind_id=8&start=yesterday", "start"),
-    ("schema_environment_kind_id=8&end=2026-01-01", "end"),
-    ("schema_environment_kind_id=8&start=2026-02-30T00:00:00Z", "start"),
-    ("schema_environment_kind_id=8&start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z", "start"),
-    ("schema_environment_kind_id=8&sort_by=metric_value", "sort_by"),
-    ("schema_environment_kind_id=8&skip=-3", "skip"),
-    ("schema_environment_kind_id=8&limit=10001", "limit"),
-    ("schema_environment_kind_id=8&limit=5&limit=6", "limit"),
-    ("schema_environment_kind_id=8&start=2026-01-01T00:00:00Z&start=2026-01-02T00:00:00Z",
-     "start"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("query", "context"),
+    [
+        ("", "schema_environment_kind_id"),
+        ("schema_environment_kind_id=", "schema_environment_kind_id"),
+        ("schema_environment_kind_id=abc", "schema_environment_kind_id"),
+        ("schema_environment_kind_id=2147483648", "schema_environment_kind_id"),
+        ("schema_environment_kind_id=8&schema_extension_id=x", "schema_extension_id"),
+        ("schema_environment_kind_id=8&start=yesterday", "start"),
+        ("schema_environment_kind_id=8&end=2026-01-01", "end"),
+        ("schema_environment_kind_id=8&start=2026-02-30T00:00:00Z", "start"),
+        (
+            "schema_environment_kind_id=8&start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z",
+            "start",
+        ),
+        ("schema_environment_kind_id=8&sort_by=metric_value", "sort_by"),
+        ("schema_environment_kind_id=8&skip=-3", "skip"),
+        ("schema_environment_kind_id=8&limit=10001", "limit"),
+        ("schema_environment_kind_id=8&limit=5&limit=6", "limit"),
+        (
+            "schema_environment_kind_id=8&start=2026-01-01T00:00:00Z&start=2026-01-02T00:00:00Z",
+            "start",
+        ),
+    ],
+)
 def test_bad_parameters_are_400_naming_them(env: Env, query: str, context: str) -> None:
     response = env.get(f"{AGG}?{query}" if query else AGG)
     assert response.status_code == 400
@@ -177,8 +196,9 @@ def seed_tenant(env: Env, tenant_id: str, days_ago: list[int]) -> None:
     async def work(conn: Connection) -> None:
         for day in days_ago:
             counts = dict.fromkeys(store.TENANT_COUNT_FIELDS, day)
-            await store.insert_tenant_stats(conn, tenant_id, counts, str(uuid.uuid4()),
-                                            base - timedelta(days=day))  # fmt: skip
+            await store.insert_tenant_stats(
+                conn, tenant_id, counts, str(uuid.uuid4()), base - timedelta(days=day)
+            )
 
     env.run(work)
 
@@ -194,7 +214,8 @@ def test_tenant_time_series(env: Env) -> None:
     row = body["data"][1]
     assert row["tenantid"] == TENANT
     assert {k: row[k] for k in store.TENANT_COUNT_FIELDS} == dict.fromkeys(
-        store.TENANT_COUNT_FIELDS, 3)  # fmt: skip
+        store.TENANT_COUNT_FIELDS, 3
+    )
     uuid.UUID(row["run_id"])
 
 
@@ -237,7 +258,10 @@ def test_tenant_id_that_is_not_a_uuid_is_400(env: Env) -> None:
 
 def test_tenant_stats_parameters_are_checked(env: Env) -> None:
     seed_tenant(env, TENANT, [1])
-    for query, context in [("sort_by=users", "sort_by"), ("limit=x", "limit"),
-                           ("start=2026-13-01T00:00:00Z", "start")]:  # fmt: skip
+    for query, context in [
+        ("sort_by=users", "sort_by"),
+        ("limit=x", "limit"),
+        ("start=2026-13-01T00:00:00Z", "start"),
+    ]:
         response = env.get(STATS.format(TENANT) + "?" + query)
         assert response.status_code == 400 and response.json()["errors"][0]["context"] == context

@@ -19,14 +19,32 @@ def test_direct_and_nested_holders_each_once(demo_env: tuple[Env, object]) -> No
     assert response.status_code == 200
     body = response.json()
     # DCOM OPERATORS holds the right; IT OPERATIONS > HELPDESK > TIER1 SUPPORT nest inside it.
-    expected = sorted(f"{n}@{DOMAIN}" for n in (
-        "DCOM OPERATORS", "IT OPERATIONS", "HELPDESK", "TIER1 SUPPORT", "ALICE", "BOB",
-        "CAROL", "DAVE", "SVC_BACKUP")) + [f"WS01.{DOMAIN}"]  # fmt: skip
+    expected = [
+        *sorted(
+            f"{n}@{DOMAIN}"
+            for n in (
+                "DCOM OPERATORS",
+                "IT OPERATIONS",
+                "HELPDESK",
+                "TIER1 SUPPORT",
+                "ALICE",
+                "BOB",
+                "CAROL",
+                "DAVE",
+                "SVC_BACKUP",
+            )
+        ),
+        f"WS01.{DOMAIN}",
+    ]
     assert names(body) == sorted(expected)
     assert body["count"] == 10 and body["skip"] == 0 and body["limit"] == 100
     alice = next(e for e in body["data"] if e["name"] == f"ALICE@{DOMAIN}")
-    assert alice == {"objectID": sid(1104), "name": f"ALICE@{DOMAIN}", "label": "User",
-                     "kinds": ["User", "Base"]}  # fmt: skip
+    assert alice == {
+        "objectID": sid(1104),
+        "name": f"ALICE@{DOMAIN}",
+        "label": "User",
+        "kinds": ["User", "Base"],
+    }
     computer = next(e for e in body["data"] if e["label"] == "Computer")
     assert computer["objectID"] == sid(1302)
 
@@ -42,8 +60,11 @@ def test_object_id_is_case_insensitive(demo_env: tuple[Env, object]) -> None:
     env, _ = demo_env
     response = env.get(URL.format(APP01.lower()))
     assert response.status_code == 200
-    assert names(response.json()) == [f"ERIN@{DOMAIN}", f"SERVER ADMINS@{DOMAIN}",
-                                      f"SVC_SCCM@{DOMAIN}"]  # fmt: skip
+    assert names(response.json()) == [
+        f"ERIN@{DOMAIN}",
+        f"SERVER ADMINS@{DOMAIN}",
+        f"SVC_SCCM@{DOMAIN}",
+    ]
 
 
 def test_computer_without_holders_is_an_empty_list(demo_env: tuple[Env, object]) -> None:
@@ -96,10 +117,17 @@ def test_type_graph_and_other_types_are_400(demo_env: tuple[Env, object]) -> Non
 
 def test_bad_paging_and_sorting_are_400_naming_the_parameter(demo_env: tuple[Env, object]) -> None:
     env, _ = demo_env
-    for query, context in [("skip=-1", "skip"), ("limit=1.5", "limit"), ("limit=abc", "limit"),
-                           ("skip=99999999999", "skip"), ("limit=10001", "limit"),
-                           ("skip=1&skip=2", "skip"), ("sort_by=created_at", "sort_by"),
-                           ("sort_by=", "sort_by"), ("sort_by=-", "sort_by")]:  # fmt: skip
+    for query, context in [
+        ("skip=-1", "skip"),
+        ("limit=1.5", "limit"),
+        ("limit=abc", "limit"),
+        ("skip=99999999999", "skip"),
+        ("limit=10001", "limit"),
+        ("skip=1&skip=2", "skip"),
+        ("sort_by=created_at", "sort_by"),
+        ("sort_by=", "sort_by"),
+        ("sort_by=-", "sort_by"),
+    ]:
         response = env.get(URL.format(FILE01) + "?" + query)
         assert response.status_code == 400, query
         assert response.json()["errors"][0]["context"] == context, query
@@ -115,15 +143,22 @@ def test_group_cycles_terminate(env: Env) -> None:
 
     from graphsvc.ingest import ingest_files
 
-    graph = {"graph": {
-        "nodes": [{"id": "C1", "kinds": ["Computer"], "properties": {"name": "C1"}},
-                  {"id": "G1", "kinds": ["Group"], "properties": {"name": "G1"}},
-                  {"id": "G2", "kinds": ["Group"], "properties": {"name": "G2"}},
-                  {"id": "U1", "kinds": ["User"], "properties": {"name": "U1"}}],
-        "edges": [{"kind": "ExecuteDCOM", "start": {"value": "G1"}, "end": {"value": "C1"}},
-                  {"kind": "MemberOf", "start": {"value": "G2"}, "end": {"value": "G1"}},
-                  {"kind": "MemberOf", "start": {"value": "G1"}, "end": {"value": "G2"}},
-                  {"kind": "MemberOf", "start": {"value": "U1"}, "end": {"value": "G2"}}]}}
+    graph = {
+        "graph": {
+            "nodes": [
+                {"id": "C1", "kinds": ["Computer"], "properties": {"name": "C1"}},
+                {"id": "G1", "kinds": ["Group"], "properties": {"name": "G1"}},
+                {"id": "G2", "kinds": ["Group"], "properties": {"name": "G2"}},
+                {"id": "U1", "kinds": ["User"], "properties": {"name": "U1"}},
+            ],
+            "edges": [
+                {"kind": "ExecuteDCOM", "start": {"value": "G1"}, "end": {"value": "C1"}},
+                {"kind": "MemberOf", "start": {"value": "G2"}, "end": {"value": "G1"}},
+                {"kind": "MemberOf", "start": {"value": "G1"}, "end": {"value": "G2"}},
+                {"kind": "MemberOf", "start": {"value": "U1"}, "end": {"value": "G2"}},
+            ],
+        }
+    }
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cycle.json"
         path.write_text(json.dumps(graph))

@@ -37,12 +37,21 @@ def ingest(env: Env, *paths: Path) -> IngestResult:
 
 def graph_rows(env: Env) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     async def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        nodes = [tuple(r) for r in await conn.fetch(
-            "SELECT object_id, name, label, kinds, properties FROM nodes ORDER BY object_id")]
-        edges = [tuple(r) for r in await conn.fetch(
-            """SELECT s.object_id, k.name, e.object_id FROM edges x JOIN nodes s ON s.id = x.start_id
-            JOIN nodes e ON e.id = x.end_id JOIN kinds k ON k.id = x.kind_id ORDER BY 1, 2, 3""")]
-        return nodes, edges  # fmt: skip
+        nodes = [
+            tuple(r)
+            for r in await conn.fetch(
+                "SELECT object_id, name, label, kinds, properties FROM nodes ORDER BY object_id"
+            )
+        ]
+        edges = [
+            tuple(r)
+            for r in await conn.fetch(
+                """SELECT s.object_id, k.name, e.object_id FROM edges x
+                JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id
+                JOIN kinds k ON k.id = x.kind_id ORDER BY 1, 2, 3"""
+            )
+        ]
+        return nodes, edges
 
     return env.run(read)
 
@@ -52,8 +61,10 @@ def test_minimal_fixture(env: Env) -> None:
     raw = json.loads(shared_fixture("opengraph-minimal.json").read_text())
     assert result.nodes == len(raw["graph"]["nodes"]) and result.edges == len(raw["graph"]["edges"])
     nodes, edges = graph_rows(env)
-    assert [(n[0], n[1], n[2]) for n in nodes] == [("123", "BOB", "Person"),
-                                                   ("234", "ALICE", "Person")]  # fmt: skip
+    assert [(n[0], n[1], n[2]) for n in nodes] == [
+        ("123", "BOB", "Person"),
+        ("234", "ALICE", "Person"),
+    ]
     assert edges == [("123", "Knows", "234")]
     assert json.loads(nodes[0][4]) == {"displayname": "bob", "property": "a", "name": "BOB"}
 
@@ -70,16 +81,38 @@ def test_source_kind_is_appended_to_every_node(env: Env) -> None:
 
 
 def test_the_schema_documents_are_not_payloads(env: Env) -> None:
-    with pytest.raises(IngestError, match="opengraph-node.json.*unknown format"):
+    with pytest.raises(IngestError, match=r"opengraph-node\.json.*unknown format"):
         ingest(env, shared_fixture("opengraph-node.json"))
 
 
 def test_ids_are_upper_cased_and_nodes_merge_across_files(env: Env, tmp_path: Path) -> None:
-    first = write(tmp_path, "a.json", {"graph": {"nodes": [
-        {"id": "node-a", "kinds": ["Thing"], "properties": {"name": "A", "colour": "red"}}]}})
-    second = write(tmp_path, "b.json", {"graph": {"nodes": [
-        {"id": "NODE-A", "kinds": ["Other"], "properties": {"size": 3}}],
-        "edges": [{"kind": "Self", "start": {"value": "node-a"}, "end": {"value": "Node-A"}}]}})
+    first = write(
+        tmp_path,
+        "a.json",
+        {
+            "graph": {
+                "nodes": [
+                    {
+                        "id": "node-a",
+                        "kinds": ["Thing"],
+                        "properties": {"name": "A", "colour": "red"},
+                    }
+                ]
+            }
+        },
+    )
+    second = write(
+        tmp_path,
+        "b.json",
+        {
+            "graph": {
+                "nodes": [{"id": "NODE-A", "kinds": ["Other"], "properties": {"size": 3}}],
+                "edges": [
+                    {"kind": "Self", "start": {"value": "node-a"}, "end": {"value": "Node-A"}}
+                ],
+            }
+        },
+    )
     result = ingest(env, first, second)
     assert result.nodes == 1 and result.edges == 1
     nodes, edges = graph_rows(env)
@@ -97,19 +130,74 @@ def test_ingesting_twice_gives_the_same_graph_and_a_new_run(env: Env) -> None:
 
 
 def test_edges_may_match_by_name_property_and_stored_nodes(env: Env, tmp_path: Path) -> None:
-    ingest(env, write(tmp_path, "base.json", {"graph": {"nodes": [
-        {"id": "s-1", "kinds": ["User"], "properties": {"name": "ALICE@X", "email": "a@x"}},
-        {"id": "s-2", "kinds": ["Computer"], "properties": {"name": "PC1", "asset": 7}},
-        {"id": "s-3", "kinds": ["Computer"], "properties": {"name": "PC2", "asset": "7",
-                                                            "managed": True}}]}}))
-    ingest(env, write(tmp_path, "edges.json", {"graph": {"edges": [
-        {"kind": "Uses", "start": {"match_by": "name", "value": "alice@x"},
-         "end": {"match_by": "property", "property_matchers": [
-             {"key": "asset", "operator": "equals", "value": 7}], "kind": "Computer"}},
-        {"kind": "Knows", "start": {"match_by": "property", "property_matchers": [
-            {"key": "email", "value": "a@x"}]}, "end": {"value": "S-2"}},
-        {"kind": "Manages", "start": {"value": "s-1"}, "end": {"match_by": "property",
-         "property_matchers": [{"key": "managed", "value": True}]}}]}}))
+    ingest(
+        env,
+        write(
+            tmp_path,
+            "base.json",
+            {
+                "graph": {
+                    "nodes": [
+                        {
+                            "id": "s-1",
+                            "kinds": ["User"],
+                            "properties": {"name": "ALICE@X", "email": "a@x"},
+                        },
+                        {
+                            "id": "s-2",
+                            "kinds": ["Computer"],
+                            "properties": {"name": "PC1", "asset": 7},
+                        },
+                        {
+                            "id": "s-3",
+                            "kinds": ["Computer"],
+                            "properties": {"name": "PC2", "asset": "7", "managed": True},
+                        },
+                    ]
+                }
+            },
+        ),
+    )
+    ingest(
+        env,
+        write(
+            tmp_path,
+            "edges.json",
+            {
+                "graph": {
+                    "edges": [
+                        {
+                            "kind": "Uses",
+                            "start": {"match_by": "name", "value": "alice@x"},
+                            "end": {
+                                "match_by": "property",
+                                "property_matchers": [
+                                    {"key": "asset", "operator": "equals", "value": 7}
+                                ],
+                                "kind": "Computer",
+                            },
+                        },
+                        {
+                            "kind": "Knows",
+                            "start": {
+                                "match_by": "property",
+                                "property_matchers": [{"key": "email", "value": "a@x"}],
+                            },
+                            "end": {"value": "S-2"},
+                        },
+                        {
+                            "kind": "Manages",
+                            "start": {"value": "s-1"},
+                            "end": {
+                                "match_by": "property",
+                                "property_matchers": [{"key": "managed", "value": True}],
+                            },
+                        },
+                    ]
+                }
+            },
+        ),
+    )
     _, edges = graph_rows(env)
     # 7 matched the number, not the string "7"; true matched the boolean.
     assert edges == [("S-1", "Knows", "S-2"), ("S-1", "Manages", "S-3"), ("S-1", "Uses", "S-2")]
@@ -124,37 +212,111 @@ BAD_DOCUMENTS = [
     ({"graph": {"nodes": {}}}, "must be an array", "graph.nodes"),
     ({"graph": {"nodes": [{"kinds": ["A"]}]}}, "'id' must be", "graph.nodes[0]"),
     ({"graph": {"nodes": [{"id": "x", "kinds": "A"}]}}, "'kinds' must be", "graph.nodes[0]"),
-    ({"graph": {"nodes": [{"id": "x", "kinds": ["A", "B", "C", "D"]}]}}, "at most 3",
-     "graph.nodes[0]"),
-    ({"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"p": {"nested": 1}}}]}},
-     "values must be", "graph.nodes[0].properties.p"),
-    ({"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"p": [1, "a"]}}]}},
-     "values must be", "graph.nodes[0].properties.p"),
-    ({"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"objectid": "y"}}]}},
-     "differs from the node id", "graph.nodes[0].properties"),
-    ({"metadata": {"source_kind": "A", "extra": 1}, "graph": {"nodes": []}}, "unknown field",
-     "metadata"),
-    ({"graph": {"edges": [{"kind": "Has-Dash", "start": {"value": "a"}, "end": {"value": "b"}}]}},
-     "'kind' must match", "graph.edges[0]"),
-    ({"graph": {"edges": [{"kind": "K", "start": {"value": "a"}}]}}, "must be an object",
-     "graph.edges[0].end"),
-    ({"graph": {"edges": [{"kind": "K", "start": {"value": "a", "match_by": "guess"},
-                           "end": {"value": "b"}}]}}, "'match_by' must be", "graph.edges[0].start"),
-    ({"graph": {"edges": [{"kind": "K", "start": {"match_by": "property"},
-                           "end": {"value": "b"}}]}}, "property_matchers", "graph.edges[0].start"),
-    ({"graph": {"nodes": [{"id": "a", "kinds": ["A"]}],
-                "edges": [{"kind": "K", "start": {"value": "a"}, "end": {"value": "missing"}}]}},
-     "no node with id 'missing'", "graph.edges[0].end"),
-    ({"graph": {"nodes": [{"id": "a", "kinds": ["A"]}, {"id": "b", "kinds": ["B"]}],
-                "edges": [{"kind": "K", "start": {"value": "a", "kind": "B"},
-                           "end": {"value": "b"}}]}},
-     "no node of kind B", "graph.edges[0].start"),
-    ({"graph": {"nodes": [{"id": "a", "kinds": ["A"], "properties": {"name": "same"}},
-                          {"id": "b", "kinds": ["A"], "properties": {"name": "same"}}],
-                "edges": [{"kind": "K", "start": {"value": "same", "match_by": "name"},
-                           "end": {"value": "a"}}]}},
-     "more than one node", "graph.edges[0].start"),
-]  # fmt: skip
+    (
+        {"graph": {"nodes": [{"id": "x", "kinds": ["A", "B", "C", "D"]}]}},
+        "at most 3",
+        "graph.nodes[0]",
+    ),
+    (
+        {"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"p": {"nested": 1}}}]}},
+        "values must be",
+        "graph.nodes[0].properties.p",
+    ),
+    (
+        {"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"p": [1, "a"]}}]}},
+        "values must be",
+        "graph.nodes[0].properties.p",
+    ),
+    (
+        {"graph": {"nodes": [{"id": "x", "kinds": ["A"], "properties": {"objectid": "y"}}]}},
+        "differs from the node id",
+        "graph.nodes[0].properties",
+    ),
+    (
+        {"metadata": {"source_kind": "A", "extra": 1}, "graph": {"nodes": []}},
+        "unknown field",
+        "metadata",
+    ),
+    (
+        {
+            "graph": {
+                "edges": [{"kind": "Has-Dash", "start": {"value": "a"}, "end": {"value": "b"}}]
+            }
+        },
+        "'kind' must match",
+        "graph.edges[0]",
+    ),
+    (
+        {"graph": {"edges": [{"kind": "K", "start": {"value": "a"}}]}},
+        "must be an object",
+        "graph.edges[0].end",
+    ),
+    (
+        {
+            "graph": {
+                "edges": [
+                    {
+                        "kind": "K",
+                        "start": {"value": "a", "match_by": "guess"},
+                        "end": {"value": "b"},
+                    }
+                ]
+            }
+        },
+        "'match_by' must be",
+        "graph.edges[0].start",
+    ),
+    (
+        {
+            "graph": {
+                "edges": [{"kind": "K", "start": {"match_by": "property"}, "end": {"value": "b"}}]
+            }
+        },
+        "property_matchers",
+        "graph.edges[0].start",
+    ),
+    (
+        {
+            "graph": {
+                "nodes": [{"id": "a", "kinds": ["A"]}],
+                "edges": [{"kind": "K", "start": {"value": "a"}, "end": {"value": "missing"}}],
+            }
+        },
+        "no node with id 'missing'",
+        "graph.edges[0].end",
+    ),
+    (
+        {
+            "graph": {
+                "nodes": [{"id": "a", "kinds": ["A"]}, {"id": "b", "kinds": ["B"]}],
+                "edges": [
+                    {"kind": "K", "start": {"value": "a", "kind": "B"}, "end": {"value": "b"}}
+                ],
+            }
+        },
+        "no node of kind B",
+        "graph.edges[0].start",
+    ),
+    (
+        {
+            "graph": {
+                "nodes": [
+                    {"id": "a", "kinds": ["A"], "properties": {"name": "same"}},
+                    {"id": "b", "kinds": ["A"], "properties": {"name": "same"}},
+                ],
+                "edges": [
+                    {
+                        "kind": "K",
+                        "start": {"value": "same", "match_by": "name"},
+                        "end": {"value": "a"},
+                    }
+                ],
+            }
+        },
+        "more than one node",
+        "graph.edges[0].start",
+    ),
+]
 
 
 @pytest.mark.parametrize(("document", "message", "element"), BAD_DOCUMENTS)
@@ -174,15 +336,16 @@ def test_bad_files_name_the_file_and_element_and_change_nothing(
 
 def test_a_utf8_byte_order_mark_is_accepted(env: Env, tmp_path: Path) -> None:
     path = tmp_path / "bom.json"
-    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(
-        {"graph": {"nodes": [{"id": "x", "kinds": ["A"]}]}}).encode())  # fmt: skip
+    path.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"graph": {"nodes": [{"id": "x", "kinds": ["A"]}]}}).encode()
+    )
     assert ingest(env, path).nodes == 1
 
 
 def test_an_unreadable_or_non_utf8_file_is_named(env: Env, tmp_path: Path) -> None:
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"graph": {"nodes": [{"id": "\xe9", "kinds": ["A"]}]}}')
-    with pytest.raises(IngestError, match="latin1.json: not UTF-8"):
+    with pytest.raises(IngestError, match=r"latin1\.json: not UTF-8"):
         ingest(env, path)
     with pytest.raises(IngestError, match="cannot read"):
         ingest(env, tmp_path / "absent.json")

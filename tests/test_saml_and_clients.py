@@ -14,9 +14,16 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
 def create_provider(env: Env, name: str = "okta") -> int:
-    provider_id: int = env.run(lambda conn: service.create_saml_provider(
-        conn, name, "Okta", "http://www.okta.com/exk1", "https://okta.example/sso",
-        ["urn:oid:0.9.2342.19200300.100.1.3", "email"]))  # fmt: skip
+    provider_id: int = env.run(
+        lambda conn: service.create_saml_provider(
+            conn,
+            name,
+            "Okta",
+            "http://www.okta.com/exk1",
+            "https://okta.example/sso",
+            ["urn:oid:0.9.2342.19200300.100.1.3", "email"],
+        )
+    )
     return provider_id
 
 
@@ -30,9 +37,12 @@ def test_saml_provider_with_derived_sp_uris(env: Env) -> None:
     assert data["idp_issuer_uri"] == "http://www.okta.com/exk1"
     assert data["idp_sso_uri"] == "https://okta.example/sso"
     assert data["principal_attribute_mappings"] == ["urn:oid:0.9.2342.19200300.100.1.3", "email"]
-    assert (data["sp_issuer_uri"], data["sp_sso_uri"], data["sp_metadata_uri"],
-            data["sp_acs_uri"]) == (base, f"{base}/login", f"{base}/metadata",
-                                    f"{base}/callback")  # fmt: skip
+    assert (
+        data["sp_issuer_uri"],
+        data["sp_sso_uri"],
+        data["sp_metadata_uri"],
+        data["sp_acs_uri"],
+    ) == (base, f"{base}/login", f"{base}/metadata", f"{base}/callback")
     assert data["sso_provider_id"] == {"int32": 0, "valid": False}
     assert data["deleted_at"] == {"time": ZERO_TIME, "valid": False}
     datetime.fromisoformat(data["created_at"])
@@ -47,10 +57,18 @@ def test_sp_uris_use_the_public_url_setting(make_env) -> None:  # type: ignore[n
     assert data["sp_acs_uri"] == "https://graph.example.com/api/v2/sso/entra/callback"
 
 
-@pytest.mark.parametrize(("raw", "status"), [
-    ("4242", 404), ("0", 404), ("-1", 404), ("abc", 400), ("1.0", 400),
-    ("2147483648", 400), ("99999999999999999999", 400),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        ("4242", 404),
+        ("0", 404),
+        ("-1", 404),
+        ("abc", 400),
+        ("1.0", 400),
+        ("2147483648", 400),
+        ("99999999999999999999", 400),
+    ],
+)
 def test_saml_provider_id_rules(env: Env, raw: str, status: int) -> None:
     response = env.get(f"/api/v2/saml/providers/{raw}")
     assert response.status_code == status
@@ -91,7 +109,9 @@ def test_demo_client_with_events_token_job_and_results(demo_env) -> None:  # typ
     assert job["client_name"] == "COLLECTOR-HQ" and job["status_message"] == "collecting"
     assert job["end_time"] == ZERO_TIME and job["event_id"]["valid"] is True
     assert [(r["domain_name"], r["success"]) for r in job["domain_results"]] == [
-        ("CONTOSO.LOCAL", True), ("PARTNER.LOCAL", False)]  # fmt: skip
+        ("CONTOSO.LOCAL", True),
+        ("PARTNER.LOCAL", False),
+    ]
     assert job["domain_results"][0]["user_count"] == 10
     assert client["current_task_id"] == {"int64": 0, "valid": False}
     assert client["current_task"]["id"] == 0 and client["current_task"]["client_id"] == ZERO_UUID
@@ -115,8 +135,9 @@ def test_no_token_key_is_ever_read_back(demo_env) -> None:  # type: ignore[no-un
     assert result.token_key not in text
 
     async def keys(conn):  # type: ignore[no-untyped-def]
-        return [env.keys.open(r[0]) for r in await conn.fetch(
-            "SELECT key_ciphertext FROM auth_tokens")]  # fmt: skip
+        return [
+            env.keys.open(r[0]) for r in await conn.fetch("SELECT key_ciphertext FROM auth_tokens")
+        ]
 
     assert all(key not in text for key in env.run(keys))
 
@@ -126,10 +147,15 @@ def test_client_id_is_case_insensitive(demo_env) -> None:  # type: ignore[no-unt
     assert env.get(f"/api/v2/clients/{result.client_ids[0].upper()}").status_code == 200
 
 
-@pytest.mark.parametrize(("raw", "status"), [
-    ("11111111-2222-4333-8444-555555555555", 404), ("not-a-uuid", 400), ("42", 400),
-    ("%7B11111111-2222-4333-8444-555555555555%7D", 400),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        ("11111111-2222-4333-8444-555555555555", 404),
+        ("not-a-uuid", 400),
+        ("42", 400),
+        ("%7B11111111-2222-4333-8444-555555555555%7D", 400),
+    ],
+)
 def test_client_id_rules(env: Env, raw: str, status: int) -> None:
     response = env.get(f"/api/v2/clients/{raw}")
     assert response.status_code == status

@@ -44,13 +44,15 @@ class Api:
     openapi: bytes
 
 
-def json_response(body: msgspec.Struct, status: int = 200, headers: dict[str, str] | None = None
-                  ) -> Response:  # fmt: skip
+def json_response(
+    body: msgspec.Struct, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     return Response(encode(body), status, headers, media_type="application/json")
 
 
-def error_response(request_id: str, status: int, message: str, context: str,
-                   headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+def error_response(
+    request_id: str, status: int, message: str, context: str, headers: dict[str, str] | None = None
+) -> Response:
     body = m.ErrorBody(status, datetime.now(UTC), request_id, [m.ErrorDetail(context, message)])
     return json_response(body, status, {**(headers or {}), "RequestID": request_id})
 
@@ -72,12 +74,13 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
         message, context = f"method {request.method} is not allowed on {request.url.path}", "method"
     else:
         message, context = str(exc.detail), "request"
-    return error_response(request_id_of(request), exc.status_code, message, context,
-                          dict(exc.headers or {}))  # fmt: skip
+    return error_response(
+        request_id_of(request), exc.status_code, message, context, dict(exc.headers or {})
+    )
 
 
 class RequestContext:
-    """Gives every request a fresh id, sends it as `RequestID`, and turns crashes into a 500 body."""
+    """Gives each request a fresh id, sent as `RequestID`, and turns crashes into a 500 body."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -269,8 +272,9 @@ async def logout(request: Request) -> Response:
     async with api.db.transaction(write=True) as conn:
         identity = await api.auth.authenticate(conn, request)
         if identity.session_id is None or identity.principal is None:
-            raise bad_request("logout ends a session: send the session's JWT as Bearer",
-                              "Authorization")  # fmt: skip
+            raise bad_request(
+                "logout ends a session: send the session's JWT as Bearer", "Authorization"
+            )
         await store.delete_session(conn, identity.session_id)
     return json_response(m.LogoutResponse(m.LogoutData(identity.principal.user_id, True)))
 
@@ -315,16 +319,28 @@ def create_app(settings: Settings, database: Database | None = None) -> Starlett
         Route(f"{v2}/spec/openapi.json", openapi_document, methods=["GET"]),
         Route(f"{v2}/login", login, methods=["POST"]),
         Route(f"{v2}/logout", logout, methods=["POST"]),
-        Route(f"{v2}/data-quality-stats-aggregations",
-              operation("graphdb/Read", get_aggregations), methods=["GET"]),
-        Route(f"{v2}/azure-tenants/{{tenant_id}}/data-quality-stats",
-              operation("graphdb/Read", get_tenant_stats), methods=["GET"]),
-        Route(f"{v2}/saml/providers/{{saml_provider_id}}",
-              operation("auth/ManageProviders", get_saml_provider), methods=["GET"]),
+        Route(
+            f"{v2}/data-quality-stats-aggregations",
+            operation("graphdb/Read", get_aggregations),
+            methods=["GET"],
+        ),
+        Route(
+            f"{v2}/azure-tenants/{{tenant_id}}/data-quality-stats",
+            operation("graphdb/Read", get_tenant_stats),
+            methods=["GET"],
+        ),
+        Route(
+            f"{v2}/saml/providers/{{saml_provider_id}}",
+            operation("auth/ManageProviders", get_saml_provider),
+            methods=["GET"],
+        ),
         Route(f"{v2}/clients/{{client_id}}", enterprise_only, methods=["GET"]),
-        Route(f"{v2}/computers/{{object_id}}/dcom-rights",
-              operation("graphdb/Read", get_dcom_rights), methods=["GET"]),
-    ]  # fmt: skip
+        Route(
+            f"{v2}/computers/{{object_id}}/dcom-rights",
+            operation("graphdb/Read", get_dcom_rights),
+            methods=["GET"],
+        ),
+    ]
     handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_exception}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.api = api

@@ -19,7 +19,7 @@ from graphsvc.settings import Settings
 SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
 TOKEN_TOUCH_INTERVAL = 60.0
 # Signed against when the token id is unknown, so unknown ids and bad signatures cost the same.
-UNKNOWN_TOKEN_KEY = "graphsvc-unknown-token"
+UNKNOWN_TOKEN_KEY = "graphsvc-unknown-token"  # noqa: S105 - a public placeholder
 
 
 @dataclass
@@ -102,8 +102,8 @@ class Authenticator:
         credentials = None
         if UUID_TEXT.fullmatch(token_id):
             credentials = await store.find_token_credentials(conn, token_id.lower())
-        key = UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(
-            credentials.key_ciphertext
+        key = (
+            UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
         )
         body = await request.body()
         full_uri, path_only = signed_uri(request)

@@ -92,8 +92,13 @@ def serve(host: str, port: int) -> None:
 
     settings = load_settings()
     migrate(settings)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level,
-                proxy_headers=False)  # fmt: skip
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        proxy_headers=False,
+    )
 
 
 @main.group()
@@ -118,19 +123,22 @@ def demo(as_json: bool) -> None:
     settings = load_settings()
     secret = secrets.token_urlsafe(12)
     result = run_write(settings, lambda conn: create_demo(conn, keys_of(settings), secret))
-    text = "\n".join([
-        f"demo data loaded into {redact_url(settings.resolved_database_url())}",
-        f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
-        f"(run {result.run_id})",
-        f"  Azure tenants: {', '.join(result.tenant_ids)}",
-        f"  computers: {', '.join(result.computer_object_ids)}",
-        f"  environment kind ids: {result.environment_kind_ids}; extension ids: "
-        f"{result.extension_ids}",
-        f"  SAML provider ids: {result.saml_provider_ids}; clients: {', '.join(result.client_ids)}",
-        f"  Administrator login: {result.admin_username} / {result.admin_secret}",
-        f"  API token id:  {result.token_id}",
-        f"  API token key: {result.token_key}   (shown once; keep it)",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            f"demo data loaded into {redact_url(settings.resolved_database_url())}",
+            f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
+            f"(run {result.run_id})",
+            f"  Azure tenants: {', '.join(result.tenant_ids)}",
+            f"  computers: {', '.join(result.computer_object_ids)}",
+            f"  environment kind ids: {result.environment_kind_ids}; extension ids: "
+            f"{result.extension_ids}",
+            f"  SAML provider ids: {result.saml_provider_ids}",
+            f"  clients: {', '.join(result.client_ids)}",
+            f"  Administrator login: {result.admin_username} / {result.admin_secret}",
+            f"  API token id:  {result.token_id}",
+            f"  API token key: {result.token_key}   (shown once; keep it)",
+        ]
+    )
     emit(as_json, result, text)
 
 
@@ -153,10 +161,18 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
         else:
             fail(f"{path}: no such file or folder")
     result = run_write(load_settings(), lambda conn: ingest_files(conn, files))
-    emit(as_json, {"run_id": result.run_id, "files": result.files, "nodes": result.nodes,
-                   "edges": result.edges, "created_at": result.created_at},
-         f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
-         f"{len(result.files)} file(s)")  # fmt: skip
+    emit(
+        as_json,
+        {
+            "run_id": result.run_id,
+            "files": result.files,
+            "nodes": result.nodes,
+            "edges": result.edges,
+            "created_at": result.created_at,
+        },
+        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+        f"{len(result.files)} file(s)",
+    )
 
 
 @main.group()
@@ -166,8 +182,9 @@ def user() -> None:
 
 @user.command("create")
 @click.argument("name")
-@click.option("--role", required=True,
-              help="Read-Only, Upload-Only, User, Power User or Administrator")  # fmt: skip
+@click.option(
+    "--role", required=True, help="Read-Only, Upload-Only, User, Power User or Administrator"
+)
 @click.option("--secret", default=None, help="Password for POST /api/v2/login.")
 @click.option("--disabled", is_flag=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -176,8 +193,11 @@ def user_create(name: str, role: str, secret: str | None, disabled: bool, as_jso
     user_id = run_write(
         load_settings(), lambda conn: service.create_user(conn, name, role, secret, disabled)
     )
-    emit(as_json, {"id": user_id, "name": name, "role": role, "disabled": disabled},
-         f"user {name} ({role}) created: {user_id}")  # fmt: skip
+    emit(
+        as_json,
+        {"id": user_id, "name": name, "role": role, "disabled": disabled},
+        f"user {name} ({role}) created: {user_id}",
+    )
 
 
 @main.group()
@@ -195,8 +215,11 @@ def token_create(user_name: str, name: str | None, as_json: bool) -> None:
     created = run_write(
         settings, lambda conn: service.create_user_token(conn, keys_of(settings), user_name, name)
     )
-    emit(as_json, {"id": created.id, "key": created.key, "user_id": created.user_id},
-         f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)")
+    emit(
+        as_json,
+        {"id": created.id, "key": created.key, "user_id": created.user_id},
+        f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)",
+    )
 
 
 @main.group()
@@ -211,8 +234,14 @@ def saml() -> None:
 @click.option("--idp-sso-uri", required=True)
 @click.option("--principal-attribute-mapping", "mappings", multiple=True)
 @click.option("--json", "as_json", is_flag=True)
-def saml_create(name: str, display_name: str, idp_issuer_uri: str, idp_sso_uri: str,
-                mappings: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+def saml_create(
+    name: str,
+    display_name: str,
+    idp_issuer_uri: str,
+    idp_sso_uri: str,
+    mappings: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Register a SAML identity provider."""
     settings = load_settings()
     base = settings.public_url or "http://127.0.0.1:8000"
@@ -251,8 +280,12 @@ def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> N
 
     found, created = run_write(settings, work)
     data = {**msgspec.to_builtins(found), "token_key": created.key}
-    emit(as_json, data, f"client {name} created: {found.id}\n"
-         f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)")
+    emit(
+        as_json,
+        data,
+        f"client {name} created: {found.id}\n"
+        f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)",
+    )
 
 
 @main.command()
@@ -266,8 +299,11 @@ def sign(method: str, uri: str, token_id: str, token_key: str, body: Any, as_cur
     """Print the three headers of a signed request for METHOD and URI (path?query)."""
     date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     signature = sign_request(token_key, method.upper(), uri, date, body.read() if body else b"")
-    headers = {"Authorization": f"svcsignature {token_id}", "RequestDate": date,
-               "Signature": signature}  # fmt: skip
+    headers = {
+        "Authorization": f"svcsignature {token_id}",
+        "RequestDate": date,
+        "Signature": signature,
+    }
     if as_curl:
         click.echo(" ".join(f"-H '{k}: {v}'" for k, v in headers.items()))
     else:

@@ -50,7 +50,9 @@ def create_database(url: str, pool_size: int = 8) -> Database:
         return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size)
     if url.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://")):
         return PostgresDatabase(asyncpg_dsn(url), pool_size)
-    raise ValueError(f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://")
+    raise ValueError(
+        f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://"
+    )
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -233,9 +235,7 @@ class PostgresConnection:
 
 async def init_postgres_connection(raw: Any) -> None:
     # UUIDs travel as text so both dialects hand the store the same str values.
-    await raw.set_type_codec(
-        "uuid", encoder=str, decoder=str, schema="pg_catalog", format="text"
-    )
+    await raw.set_type_codec("uuid", encoder=str, decoder=str, schema="pg_catalog", format="text")
 
 
 class PostgresDatabase:
@@ -261,7 +261,10 @@ class PostgresDatabase:
     @contextlib.asynccontextmanager
     async def transaction(self, *, write: bool = False) -> AsyncIterator[Connection]:
         assert self.pool is not None, "database is not open"
-        async with self.pool.acquire() as raw, raw.transaction(
-            isolation="read_committed" if write else "repeatable_read", readonly=not write
+        async with (
+            self.pool.acquire() as raw,
+            raw.transaction(
+                isolation="read_committed" if write else "repeatable_read", readonly=not write
+            ),
         ):
             yield PostgresConnection(raw)

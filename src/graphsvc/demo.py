@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from graphsvc import service, store
 from graphsvc import models as m
+from graphsvc import service, store
 from graphsvc.crypto import KeyBox
 from graphsvc.db import Connection
 from graphsvc.errors import ApiError
@@ -57,49 +57,124 @@ def edge(kind: str, start: str, end: str) -> dict[str, Any]:
 
 def active_directory_graph() -> dict[str, Any]:
     """One domain; DCOM held directly and through groups nested three levels deep."""
-    users = {500: "ADMINISTRATOR", 1104: "ALICE", 1105: "BOB", 1106: "CAROL", 1107: "DAVE",
-             1108: "ERIN", 1109: "FRANK", 1110: "GRACE", 1111: "SVC_BACKUP", 1112: "SVC_SCCM"}
-    groups = {512: "DOMAIN ADMINS", 513: "DOMAIN USERS", 515: "DOMAIN COMPUTERS",
-              1200: "IT OPERATIONS", 1201: "HELPDESK", 1202: "TIER1 SUPPORT",
-              1203: "DCOM OPERATORS", 1204: "SERVER ADMINS"}
-    computers = {1000: "DC01", 1300: "FILE01", 1301: "APP01", 1302: "WS01", 1303: "WS02",
-                 1304: "WS03"}  # fmt: skip
+    users = {
+        500: "ADMINISTRATOR",
+        1104: "ALICE",
+        1105: "BOB",
+        1106: "CAROL",
+        1107: "DAVE",
+        1108: "ERIN",
+        1109: "FRANK",
+        1110: "GRACE",
+        1111: "SVC_BACKUP",
+        1112: "SVC_SCCM",
+    }
+    groups = {
+        512: "DOMAIN ADMINS",
+        513: "DOMAIN USERS",
+        515: "DOMAIN COMPUTERS",
+        1200: "IT OPERATIONS",
+        1201: "HELPDESK",
+        1202: "TIER1 SUPPORT",
+        1203: "DCOM OPERATORS",
+        1204: "SERVER ADMINS",
+    }
+    computers = {
+        1000: "DC01",
+        1300: "FILE01",
+        1301: "APP01",
+        1302: "WS01",
+        1303: "WS02",
+        1304: "WS03",
+    }
     authenticated, everyone = f"{DOMAIN}-S-1-5-11", f"{DOMAIN}-S-1-1-0"
     nodes = [node(DOMAIN_SID, "Domain", DOMAIN, domainsid=DOMAIN_SID, collected=True)]
     nodes += [node(sid(r), "User", f"{n}@{DOMAIN}", enabled=True) for r, n in users.items()]
     nodes += [node(sid(r), "Group", f"{n}@{DOMAIN}") for r, n in groups.items()]
-    nodes += [node(authenticated, "Group", f"AUTHENTICATED USERS@{DOMAIN}"),
-              node(everyone, "Group", f"EVERYONE@{DOMAIN}")]
-    nodes += [node(sid(r), "Computer", f"{n}.{DOMAIN}", operatingsystem="Windows Server 2022"
-                   if r < 1302 else "Windows 11 Enterprise") for r, n in computers.items()]
+    nodes += [
+        node(authenticated, "Group", f"AUTHENTICATED USERS@{DOMAIN}"),
+        node(everyone, "Group", f"EVERYONE@{DOMAIN}"),
+    ]
+    nodes += [
+        node(
+            sid(r),
+            "Computer",
+            f"{n}.{DOMAIN}",
+            operatingsystem="Windows Server 2022" if r < 1302 else "Windows 11 Enterprise",
+        )
+        for r, n in computers.items()
+    ]
     member_of = [(sid(u), sid(513)) for u in users] + [(sid(c), sid(515)) for c in computers]
-    member_of += [(sid(513), authenticated), (sid(515), authenticated),
-                  (authenticated, everyone), (sid(500), sid(512)),
-                  (sid(1202), sid(1201)), (sid(1201), sid(1200)), (sid(1200), sid(1203)),
-                  (sid(1104), sid(1202)), (sid(1105), sid(1202)), (sid(1106), sid(1201)),
-                  (sid(1107), sid(1200)), (sid(1302), sid(1200)), (sid(1108), sid(1204))]
-    dcom = [(sid(1203), sid(1300)), (sid(1111), sid(1300)), (sid(1204), sid(1301)),
-            (sid(1112), sid(1301)), (sid(1109), sid(1303)), (sid(512), sid(1000))]
+    member_of += [
+        (sid(513), authenticated),
+        (sid(515), authenticated),
+        (authenticated, everyone),
+        (sid(500), sid(512)),
+        (sid(1202), sid(1201)),
+        (sid(1201), sid(1200)),
+        (sid(1200), sid(1203)),
+        (sid(1104), sid(1202)),
+        (sid(1105), sid(1202)),
+        (sid(1106), sid(1201)),
+        (sid(1107), sid(1200)),
+        (sid(1302), sid(1200)),
+        (sid(1108), sid(1204)),
+    ]
+    dcom = [
+        (sid(1203), sid(1300)),
+        (sid(1111), sid(1300)),
+        (sid(1204), sid(1301)),
+        (sid(1112), sid(1301)),
+        (sid(1109), sid(1303)),
+        (sid(512), sid(1000)),
+    ]
     contains = [(DOMAIN_SID, n["id"]) for n in nodes[1:]]
-    edges = ([edge("MemberOf", s, e) for s, e in member_of]
-             + [edge("ExecuteDCOM", s, e) for s, e in dcom]
-             + [edge("Contains", s, e) for s, e in contains])  # fmt: skip
+    edges = (
+        [edge("MemberOf", s, e) for s, e in member_of]
+        + [edge("ExecuteDCOM", s, e) for s, e in dcom]
+        + [edge("Contains", s, e) for s, e in contains]
+    )
     return {"metadata": {"source_kind": "Base"}, "graph": {"nodes": nodes, "edges": edges}}
 
 
 AZURE_SHAPE = {  # per tenant: (kind, count)
-    "CONTOSO": [("AZUser", 8), ("AZGroup", 3), ("AZApp", 3), ("AZServicePrincipal", 4),
-                ("AZDevice", 3), ("AZManagementGroup", 1), ("AZSubscription", 2),
-                ("AZResourceGroup", 3), ("AZVM", 4), ("AZKeyVault", 2)],
-    "FABRIKAM": [("AZUser", 4), ("AZGroup", 2), ("AZApp", 1), ("AZServicePrincipal", 2),
-                 ("AZDevice", 1), ("AZManagementGroup", 1), ("AZSubscription", 1),
-                 ("AZResourceGroup", 1), ("AZVM", 1), ("AZKeyVault", 1)],
-}  # fmt: skip
-TENANT_FIELDS = {"AZUser": "users", "AZGroup": "groups", "AZApp": "apps",
-                 "AZServicePrincipal": "service_principals", "AZDevice": "devices",
-                 "AZManagementGroup": "management_groups", "AZSubscription": "subscriptions",
-                 "AZResourceGroup": "resource_groups", "AZVM": "vms",
-                 "AZKeyVault": "key_vaults"}  # fmt: skip
+    "CONTOSO": [
+        ("AZUser", 8),
+        ("AZGroup", 3),
+        ("AZApp", 3),
+        ("AZServicePrincipal", 4),
+        ("AZDevice", 3),
+        ("AZManagementGroup", 1),
+        ("AZSubscription", 2),
+        ("AZResourceGroup", 3),
+        ("AZVM", 4),
+        ("AZKeyVault", 2),
+    ],
+    "FABRIKAM": [
+        ("AZUser", 4),
+        ("AZGroup", 2),
+        ("AZApp", 1),
+        ("AZServicePrincipal", 2),
+        ("AZDevice", 1),
+        ("AZManagementGroup", 1),
+        ("AZSubscription", 1),
+        ("AZResourceGroup", 1),
+        ("AZVM", 1),
+        ("AZKeyVault", 1),
+    ],
+}
+TENANT_FIELDS = {
+    "AZUser": "users",
+    "AZGroup": "groups",
+    "AZApp": "apps",
+    "AZServicePrincipal": "service_principals",
+    "AZDevice": "devices",
+    "AZManagementGroup": "management_groups",
+    "AZSubscription": "subscriptions",
+    "AZResourceGroup": "resource_groups",
+    "AZVM": "vms",
+    "AZKeyVault": "key_vaults",
+}
 
 
 def azure_graph() -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
@@ -108,12 +183,14 @@ def azure_graph() -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
     for tenant_id, tenant_name in TENANTS.items():
         nodes.append(node(tenant_id, "AZTenant", tenant_name, tenantid=tenant_id))
         tenant_counts = dict.fromkeys(TENANT_FIELDS.values(), 0)
-        users, groups = [], []
+        users: list[str] = []
+        groups: list[str] = []
         for kind, n in AZURE_SHAPE[tenant_name]:
             for i in range(1, n + 1):
                 oid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant_id}/{kind}/{i}")).upper()
-                nodes.append(node(oid, kind, f"{kind[2:].upper()}{i}@{tenant_name}",
-                                  tenantid=tenant_id))  # fmt: skip
+                nodes.append(
+                    node(oid, kind, f"{kind[2:].upper()}{i}@{tenant_name}", tenantid=tenant_id)
+                )
                 edges.append(edge("AZContains", tenant_id, oid))
                 (users if kind == "AZUser" else groups if kind == "AZGroup" else []).append(oid)
             tenant_counts[TENANT_FIELDS[kind]] = n
@@ -122,7 +199,10 @@ def azure_graph() -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
             1 for e in edges if e["start"]["value"] == tenant_id or e["end"]["value"] in groups
         )
         counts[tenant_id] = tenant_counts
-    return {"metadata": {"source_kind": "AZBase"}, "graph": {"nodes": nodes, "edges": edges}}, counts
+    return {
+        "metadata": {"source_kind": "AZBase"},
+        "graph": {"nodes": nodes, "edges": edges},
+    }, counts
 
 
 GITHUB_NODES = ["GHOrganization", "GHUser", "GHTeam", "GHRepository"]
@@ -136,23 +216,28 @@ def github_graph() -> dict[str, Any]:
     nodes += [node(f"GH-USER-{i}", "GHUser", f"dev{i}") for i in range(1, 7)]
     nodes += [node(f"GH-TEAM-{t}", "GHTeam", t) for t in ("platform", "security")]
     nodes += [node(f"GH-REPO-{r}", "GHRepository", r) for r in ("api", "web", "infra")]
-    edges = [edge("GHMemberOf", f"GH-USER-{i}", f"GH-TEAM-{'platform' if i % 2 else 'security'}")
-             for i in range(1, 7)]
+    edges = [
+        edge("GHMemberOf", f"GH-USER-{i}", f"GH-TEAM-{'platform' if i % 2 else 'security'}")
+        for i in range(1, 7)
+    ]
     edges += [edge("GHCanPush", "GH-TEAM-platform", f"GH-REPO-{r}") for r in ("api", "web")]
     edges += [edge("GHCanPush", "GH-TEAM-security", "GH-REPO-infra")]
     edges += [edge("GHOwns", org, f"GH-REPO-{r}") for r in ("api", "web", "infra")]
     return {"metadata": {"source_kind": "GHBase"}, "graph": {"nodes": nodes, "edges": edges}}
 
 
-async def record_history(conn: Connection, now: datetime, tenant_counts: dict[str, dict[str, int]]
-                         ) -> None:  # fmt: skip
+async def record_history(
+    conn: Connection, now: datetime, tenant_counts: dict[str, dict[str, int]]
+) -> None:
     """Daily tenant stats for 30 days and aggregation rows for several runs, counts growing
     towards today's, which are the ingested graph's own."""
     for tenant_id, counts in tenant_counts.items():
         for day in range(HISTORY_DAYS):
             past = {k: max(0, v - (day * v) // (2 * HISTORY_DAYS)) for k, v in counts.items()}
             run_id = str(uuid.uuid4())
-            await store.insert_tenant_stats(conn, tenant_id, past, run_id, now - timedelta(days=day))
+            await store.insert_tenant_stats(
+                conn, tenant_id, past, run_id, now - timedelta(days=day)
+            )
     for extension in await store.list_extensions(conn):
         metrics = await store.count_extension_kinds(conn, extension.id)
         for env_kind_id, _, _ in extension.environments:
@@ -160,12 +245,16 @@ async def record_history(conn: Connection, now: datetime, tenant_counts: dict[st
                 run_id = str(uuid.uuid4())
                 rows = [
                     store.AggregationRow(
-                        run_id, extension.id, env_kind_id, k.metric_type, k.kind_name,
+                        run_id,
+                        extension.id,
+                        env_kind_id,
+                        k.metric_type,
+                        k.kind_name,
                         float(k.count - (run * k.count) // 10),
                         k.kind_id if k.metric_type == "node" else None,
                     )
                     for k in metrics
-                ]  # fmt: skip
+                ]
                 await store.insert_aggregations(conn, rows, now - timedelta(days=run))
 
 
@@ -174,24 +263,37 @@ def collection_plan(domains: list[str]) -> store.CollectionPlan:
     flags["all_trusted_domains"] = False
     return store.CollectionPlan(
         flags,
-        [m.OUReference(f"OU-{d}", f"WORKSTATIONS@{d}", f"OU=WORKSTATIONS,DC={d.split('.')[0]},"
-                       f"DC={d.split('.')[1]}", "OU", True) for d in domains],
+        [
+            m.OUReference(
+                f"OU-{d}",
+                f"WORKSTATIONS@{d}",
+                f"OU=WORKSTATIONS,DC={d.split('.')[0]},DC={d.split('.')[1]}",
+                "OU",
+                True,
+            )
+            for d in domains
+        ],
         [m.DomainReference(DOMAIN_SID, d, "Domain", True) for d in domains],
-    )  # fmt: skip
+    )
 
 
-async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: datetime
-                         ) -> list[str]:  # fmt: skip
-    busy, token = await service.create_client(conn, keys, "COLLECTOR-HQ", "10.20.0.15",
-                                              "collector-hq.contoso.local", admin_id)  # fmt: skip
-    idle, _ = await service.create_client(conn, keys, "COLLECTOR-BRANCH", "10.30.0.8",
-                                          "collector-branch.contoso.local", admin_id)  # fmt: skip
+async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: datetime) -> list[str]:
+    busy, _ = await service.create_client(
+        conn, keys, "COLLECTOR-HQ", "10.20.0.15", "collector-hq.contoso.local", admin_id
+    )
+    idle, _ = await service.create_client(
+        conn, keys, "COLLECTOR-BRANCH", "10.30.0.8", "collector-branch.contoso.local", admin_id
+    )
     await conn.execute(
         """UPDATE clients SET configured_user = $2, last_checkin = $3, version = $4,
             domain_controller = $5, user_sid = $6 WHERE id = $1""",
-        busy, f"svc_collector@{DOMAIN}", now - timedelta(minutes=2), "2.6.1", f"DC01.{DOMAIN}",
+        busy,
+        f"svc_collector@{DOMAIN}",
+        now - timedelta(minutes=2),
+        "2.6.1",
+        f"DC01.{DOMAIN}",
         sid(1113),
-    )  # fmt: skip
+    )
     plan = collection_plan([DOMAIN])
     event_id = await store.insert_client_event(
         conn, busy, "DTSTART:20260101T020000Z\nRRULE:FREQ=DAILY;INTERVAL=1", plan, now
@@ -199,32 +301,69 @@ async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: dat
     await store.insert_client_event(
         conn, busy, "DTSTART:20260104T060000Z\nRRULE:FREQ=WEEKLY;BYDAY=SU", plan, now
     )
-    job = store.JobRow(busy, event_id, now - timedelta(minutes=30), now - timedelta(minutes=29),
-                       None, 1, "collecting", f"DC01.{DOMAIN}", plan)  # fmt: skip
+    job = store.JobRow(
+        busy,
+        event_id,
+        now - timedelta(minutes=30),
+        now - timedelta(minutes=29),
+        None,
+        1,
+        "collecting",
+        f"DC01.{DOMAIN}",
+        plan,
+    )
     job_id = await store.insert_job(conn, job, now)
-    await store.insert_domain_result(conn, job_id, DOMAIN, True, "collection complete", {
-        "user_count": 10, "group_count": 10, "computer_count": 6, "gpo_count": 4,
-        "ou_count": 3, "container_count": 12, "deleted_count": 0}, now)  # fmt: skip
-    await store.insert_domain_result(conn, job_id, "PARTNER.LOCAL", False,
-                                     "LDAP bind failed: trust not reachable", {}, now)  # fmt: skip
+    await store.insert_domain_result(
+        conn,
+        job_id,
+        DOMAIN,
+        True,
+        "collection complete",
+        {
+            "user_count": 10,
+            "group_count": 10,
+            "computer_count": 6,
+            "gpo_count": 4,
+            "ou_count": 3,
+            "container_count": 12,
+            "deleted_count": 0,
+        },
+        now,
+    )
+    await store.insert_domain_result(
+        conn, job_id, "PARTNER.LOCAL", False, "LDAP bind failed: trust not reachable", {}, now
+    )
     await store.set_client_work(conn, busy, job_id, None, 41, 3)
     return [busy, idle]
 
 
 async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult:
     if not await store.store_is_empty(conn):
-        raise ApiError(409, "the store is not empty: the demo fills an empty store only "
-                       "(point GRAPHSVC_DATA_DIR or GRAPHSVC_DATABASE_URL elsewhere)", "demo")
+        raise ApiError(
+            409,
+            "the store is not empty: the demo fills an empty store only "
+            "(point GRAPHSVC_DATA_DIR or GRAPHSVC_DATABASE_URL elsewhere)",
+            "demo",
+        )
     now = datetime.now(UTC)
     await store.create_extension(
-        conn, "GH", "GitHub", "1.0.0", GITHUB_NODES, GITHUB_RELATIONSHIPS,
-        [("GHOrganization", "GHBase")], now,
-    )  # fmt: skip
+        conn,
+        "GH",
+        "GitHub",
+        "1.0.0",
+        GITHUB_NODES,
+        GITHUB_RELATIONSHIPS,
+        [("GHOrganization", "GHBase")],
+        now,
+    )
     azure, tenant_counts = azure_graph()
     with tempfile.TemporaryDirectory(prefix="graphsvc-demo-") as folder:
         paths = []
-        for name, document in (("ad", active_directory_graph()), ("azure", azure),
-                               ("github", github_graph())):  # fmt: skip
+        for name, document in (
+            ("ad", active_directory_graph()),
+            ("azure", azure),
+            ("github", github_graph()),
+        ):
             path = Path(folder) / f"demo-{name}.json"
             path.write_text(json.dumps(document))
             paths.append(path)
@@ -235,25 +374,38 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
     token = await service.create_token(conn, keys, user_id=admin_id, name="demo admin token")
     saml_ids = [
         await service.create_saml_provider(
-            conn, "okta", "Okta Workforce", "http://www.okta.com/exk1demo0000000000",
+            conn,
+            "okta",
+            "Okta Workforce",
+            "http://www.okta.com/exk1demo0000000000",
             "https://contoso.okta.com/app/graphsvc/exk1demo0000000000/sso/saml",
             ["http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress"],
         ),
         await service.create_saml_provider(
-            conn, "entra", "Microsoft Entra ID",
+            conn,
+            "entra",
+            "Microsoft Entra ID",
             "https://sts.windows.net/6f1c2a3b-9d4e-4f5a-8b6c-7d8e9fa0b1c2/",
             "https://login.microsoftonline.com/6f1c2a3b-9d4e-4f5a-8b6c-7d8e9fa0b1c2/saml2",
-            ["http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name",
-             "http://schemas.microsoft.com/identity/claims/objectidentifier"],
+            [
+                "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name",
+                "http://schemas.microsoft.com/identity/claims/objectidentifier",
+            ],
         ),
-    ]  # fmt: skip
+    ]
     client_ids = await create_clients(conn, keys, admin_id, now)
     extensions = await store.list_extensions(conn)
     return DemoResult(
-        run_id=run.run_id, admin_username="admin", admin_secret=secret,
-        token_id=token.id, token_key=token.key, tenant_ids=list(TENANTS),
+        run_id=run.run_id,
+        admin_username="admin",
+        admin_secret=secret,
+        token_id=token.id,
+        token_key=token.key,
+        tenant_ids=list(TENANTS),
         computer_object_ids=[sid(r) for r in (1300, 1301, 1302, 1303, 1304, 1000)],
         environment_kind_ids=[env[0] for x in extensions for env in x.environments],
-        extension_ids=[x.id for x in extensions], saml_provider_ids=saml_ids,
-        client_ids=client_ids, counts={"nodes": run.nodes, "edges": run.edges},
-    )  # fmt: skip
+        extension_ids=[x.id for x in extensions],
+        saml_provider_ids=saml_ids,
+        client_ids=client_ids,
+        counts={"nodes": run.nodes, "edges": run.edges},
+    )

@@ -59,9 +59,10 @@ async def resolve_endpoint(
             candidates = list(await store.find_nodes_by_name(conn, endpoint.value))
     else:
         candidates = [
-            n for n in batch.nodes.values()
+            n
+            for n in batch.nodes.values()
             if all(n.properties.get(k) == v for k, v in endpoint.matchers)
-        ]  # fmt: skip
+        ]
         if not candidates:
             key, value = endpoint.matchers[0]
             stored = await store.find_nodes_by_property(conn, key, value)  # type: ignore[arg-type]
@@ -92,7 +93,12 @@ async def write_batch(conn: Connection, batch: GraphBatch, run_id: str, now: dat
         else:
             name = node.name if node.name != oid or not old.name else old.name
             rows.append(
-                (oid, name, merge_kinds(node.kinds, old.kinds), {**old.properties, **node.properties})
+                (
+                    oid,
+                    name,
+                    merge_kinds(node.kinds, old.kinds),
+                    {**old.properties, **node.properties},
+                )
             )
     ids = await store.upsert_nodes(conn, rows, run_id, now) if rows else {}
 
@@ -104,8 +110,9 @@ async def write_batch(conn: Connection, batch: GraphBatch, run_id: str, now: dat
         end_id = ids.get(end.object_id) or stored_id(end)
         edges.setdefault((start_id, end_id, edge.kind), {}).update(edge.properties)
     if edges:
-        await store.upsert_edges(conn, [(s, e, k, p) for (s, e, k), p in edges.items()], run_id,
-                                 now)  # fmt: skip
+        await store.upsert_edges(
+            conn, [(s, e, k, p) for (s, e, k), p in edges.items()], run_id, now
+        )
     return len(edges)
 
 

@@ -219,16 +219,41 @@ class Job(msgspec.Struct):
 def zero_job() -> Job:
     """What a client without a current job or task shows: every field at its zero value."""
     return Job(
-        0, ZERO_UUID, "", null_int32(None), ZERO_TIME, ZERO_TIME, ZERO_TIME, "",
-        False, False, False, False, False, False, False, "", [], [], [],
-    )  # fmt: skip
+        0,
+        ZERO_UUID,
+        "",
+        null_int32(None),
+        ZERO_TIME,
+        ZERO_TIME,
+        ZERO_TIME,
+        "",
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        "",
+        [],
+        [],
+        [],
+    )
 
 
 def zero_token() -> ClientToken:
     return ClientToken(
-        ZERO_UUID, ZERO_TIME, ZERO_TIME, null_time(None), null_uuid(None), null_string(None),
-        "", "", ZERO_TIME, null_uuid(None),
-    )  # fmt: skip
+        ZERO_UUID,
+        ZERO_TIME,
+        ZERO_TIME,
+        null_time(None),
+        null_uuid(None),
+        null_string(None),
+        "",
+        "",
+        ZERO_TIME,
+        null_uuid(None),
+    )
 
 
 class Client(msgspec.Struct):
@@ -252,7 +277,7 @@ class Client(msgspec.Struct):
 
 
 class NodeListEntry(msgspec.Struct):
-    objectID: str  # noqa: N815 - the spec's field name
+    objectID: str
     name: str
     label: str
     kinds: list[str]

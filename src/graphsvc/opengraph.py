@@ -64,8 +64,11 @@ def parse_node(raw: Any, source: str, where: str, source_kind: str | None) -> No
     properties = parse_properties(raw.get("properties"), source, f"{where}.properties")
     objectid = properties.get("objectid")
     if objectid is not None and str(objectid).upper() != node_id.upper():
-        raise IngestError(source, f"'objectid' {objectid!r} differs from the node id "
-                          f"{node_id!r}", f"{where}.properties")  # fmt: skip
+        raise IngestError(
+            source,
+            f"'objectid' {objectid!r} differs from the node id {node_id!r}",
+            f"{where}.properties",
+        )
     if source_kind and source_kind not in kinds:
         kinds = [*kinds, source_kind]
     name = properties.get("name")
@@ -102,8 +105,9 @@ def is_property_value(value: Any) -> bool:
     if not isinstance(value, list) or not all(is_primitive(v) for v in value):
         return False
     # Homogeneous: all strings, all booleans, or all numbers (bool is an int in Python).
-    families = {"bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "num"
-                for v in value}  # fmt: skip
+    families = {
+        "bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "num" for v in value
+    }
     return len(families) <= 1
 
 
@@ -143,8 +147,9 @@ def parse_endpoint(raw: Any, source: str, where: str) -> Endpoint:
 def parse_matchers(raw: dict[str, Any], source: str, where: str) -> list[tuple[str, PropertyValue]]:
     matchers = raw.get("property_matchers")
     if not isinstance(matchers, list) or not matchers:
-        raise IngestError(source, "match_by 'property' needs a non-empty 'property_matchers'",
-                          where)  # fmt: skip
+        raise IngestError(
+            source, "match_by 'property' needs a non-empty 'property_matchers'", where
+        )
     parsed = []
     for i, m in enumerate(matchers):
         at = f"{where}.property_matchers[{i}]"

@@ -17,9 +17,7 @@ DIGITS = re.compile(r"[0-9]+")
 SIGNED_DIGITS = re.compile(r"-?[0-9]+")
 # RFC 3339 date-time. A space where the offset's '+' stood is accepted: an unencoded '+'
 # in a query string arrives decoded as a space.
-RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+\- ]\d{2}:\d{2})"
-)
+RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+\- ]\d{2}:\d{2})")
 DEFAULT_WINDOW = timedelta(days=30)
 
 

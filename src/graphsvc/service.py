@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 from graphsvc import models as m
 from graphsvc import store
-from graphsvc.crypto import HMAC_METHOD, KeyBox, hash_secret, issue_jwt, new_token_key, verify_secret
+from graphsvc.crypto import (
+    HMAC_METHOD,
+    KeyBox,
+    hash_secret,
+    issue_jwt,
+    new_token_key,
+    verify_secret,
+)
 from graphsvc.db import Connection
 from graphsvc.errors import ApiError, bad_request, forbidden, not_found, unauthorized
 from graphsvc.params import Page, Window
@@ -27,9 +34,15 @@ async def get_aggregations(
     if extension_id is not None and not await store.extension_exists(conn, extension_id):
         raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
     count, rows = await store.list_aggregations(
-        conn, environment_kind_id, extension_id, window.start, window.end, sort,
-        page.skip, page.limit,
-    )  # fmt: skip
+        conn,
+        environment_kind_id,
+        extension_id,
+        window.start,
+        window.end,
+        sort,
+        page.skip,
+        page.limit,
+    )
     return m.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
 
 
@@ -53,12 +66,22 @@ async def get_saml_provider(
     sp = f"{base_url.rstrip('/')}/api/v2/sso/{row.name}"
     return m.SamlProviderResponse(
         m.SamlProvider(
-            row.id, row.created_at, row.updated_at, m.null_time(row.deleted_at), row.name,
-            row.display_name, row.idp_issuer_uri, row.idp_sso_uri,
-            row.principal_attribute_mappings, sp, f"{sp}/login", f"{sp}/metadata",
-            f"{sp}/callback", m.null_int32(row.sso_provider_id),
+            row.id,
+            row.created_at,
+            row.updated_at,
+            m.null_time(row.deleted_at),
+            row.name,
+            row.display_name,
+            row.idp_issuer_uri,
+            row.idp_sso_uri,
+            row.principal_attribute_mappings,
+            sp,
+            f"{sp}/login",
+            f"{sp}/metadata",
+            f"{sp}/callback",
+            m.null_int32(row.sso_provider_id),
         )
-    )  # fmt: skip
+    )
 
 
 async def get_client(conn: Connection, client_id: str) -> m.ClientResponse:
@@ -147,9 +170,16 @@ async def create_token(
     """A new API token; the key is returned here once and stored only encrypted."""
     token_id, key = str(uuid.uuid4()), new_token_key()
     await store.insert_token(
-        conn, token_id, keys.seal(key), HMAC_METHOD, datetime.now(UTC),
-        user_id=user_id, client_id=client_id, name=name, created_by=user_id,
-    )  # fmt: skip
+        conn,
+        token_id,
+        keys.seal(key),
+        HMAC_METHOD,
+        datetime.now(UTC),
+        user_id=user_id,
+        client_id=client_id,
+        name=name,
+        created_by=user_id,
+    )
     return CreatedToken(token_id, key, user_id)
 
 

@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     """HS256 key for session JWTs; generated once into data_dir when not set."""
 
     token_encryption_key: SecretStr | None = None
-    """Fernet key that encrypts API token keys at rest; generated once into data_dir when not set."""
+    """Fernet key encrypting API token keys at rest; generated once into data_dir when not set."""
 
     jwt_lifetime_seconds: int = 8 * 3600
     """How long a JWT from POST /api/v2/login is valid."""

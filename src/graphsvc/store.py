@@ -96,14 +96,35 @@ async def insert_aggregations(
         """INSERT INTO data_quality_aggregations (run_id, extension_id, environment_kind_id,
             metric_type, metric_name, metric_value, kind_id, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)""",
-        [(r.run_id, r.extension_id, r.environment_kind_id, r.metric_type, r.metric_name,
-          r.metric_value, r.kind_id, created_at) for r in rows],
-    )  # fmt: skip
+        [
+            (
+                r.run_id,
+                r.extension_id,
+                r.environment_kind_id,
+                r.metric_type,
+                r.metric_name,
+                r.metric_value,
+                r.kind_id,
+                created_at,
+            )
+            for r in rows
+        ],
+    )
 
 
-TENANT_COUNT_FIELDS = ("users", "groups", "apps", "service_principals", "devices",
-                       "management_groups", "subscriptions", "resource_groups", "vms",
-                       "key_vaults", "relationships")  # fmt: skip
+TENANT_COUNT_FIELDS = (
+    "users",
+    "groups",
+    "apps",
+    "service_principals",
+    "devices",
+    "management_groups",
+    "subscriptions",
+    "resource_groups",
+    "vms",
+    "key_vaults",
+    "relationships",
+)
 
 
 async def tenant_known(conn: Connection, tenant_id: str) -> bool:
@@ -134,7 +155,15 @@ async def list_tenant_stats(
         ORDER BY {order_clause(sort, TIME_SORT_COLUMNS, "id DESC")}"""
     total, rows = await fetch_page(conn, sql, [tenant_id.upper(), start, end], skip, limit)
     return total, [
-        m.AzureTenantStats(r[0], r[1], r[2], m.null_time(r[3]), r[4], *r[5:16], run_id=r[16])
+        m.AzureTenantStats(
+            id=r[0],
+            created_at=r[1],
+            updated_at=r[2],
+            deleted_at=m.null_time(r[3]),
+            tenantid=r[4],
+            run_id=r[16],
+            **dict(zip(TENANT_COUNT_FIELDS, r[5:16], strict=True)),
+        )
         for r in rows
     ]
 
@@ -147,8 +176,11 @@ async def insert_tenant_stats(
     await conn.execute(
         f"""INSERT INTO azure_tenant_stats (tenant_id, run_id, created_at, updated_at, {columns})
         VALUES ($1, $2, $3, $3, {values})""",
-        tenant_id.upper(), run_id, created_at, *(counts[f] for f in TENANT_COUNT_FIELDS),
-    )  # fmt: skip
+        tenant_id.upper(),
+        run_id,
+        created_at,
+        *(counts[f] for f in TENANT_COUNT_FIELDS),
+    )
 
 
 # --- schema extensions and kinds --------------------------------------------------------
@@ -214,8 +246,11 @@ async def create_extension(
     extension_id: int = await conn.fetchval(
         """INSERT INTO schema_extensions (name, display_name, version, is_builtin, created_at,
             updated_at) VALUES ($1, $2, $3, FALSE, $4, $4) RETURNING id""",
-        name, display_name, version, now,
-    )  # fmt: skip
+        name,
+        display_name,
+        version,
+        now,
+    )
     kind_ids = await ensure_kinds(
         conn, [*node_kinds, *relationship_kinds, *(k for env in environments for k in env if k)]
     )
@@ -227,9 +262,11 @@ async def create_extension(
     await conn.executemany(
         """INSERT INTO schema_environments (extension_id, environment_kind_id, source_kind_id,
             created_at, updated_at) VALUES ($1, $2, $3, $4, $4)""",
-        [(extension_id, kind_ids[env], kind_ids[src] if src else None, now)
-         for env, src in environments],
-    )  # fmt: skip
+        [
+            (extension_id, kind_ids[env], kind_ids[src] if src else None, now)
+            for env, src in environments
+        ],
+    )
     return extension_id
 
 
@@ -310,8 +347,9 @@ async def find_nodes_by_property(
     condition = json_property_equals(conn.dialect, "properties", "$1", "$2")
     rows = await conn.fetch(
         f"SELECT {NODE_COLUMNS} FROM nodes WHERE {condition} LIMIT 2",
-        key, json_value_param(conn.dialect, value),
-    )  # fmt: skip
+        key,
+        json_value_param(conn.dialect, value),
+    )
     return [stored_node(r) for r in rows]
 
 
@@ -328,9 +366,19 @@ async def upsert_nodes(
         ON CONFLICT (object_id) DO UPDATE SET name = excluded.name, label = excluded.label,
             kinds = excluded.kinds, properties = excluded.properties, run_id = excluded.run_id,
             updated_at = excluded.updated_at""",
-        [(oid, name, kinds[0] if kinds else "Entity", json.dumps(kinds), json.dumps(props),
-          run_id, now) for oid, name, kinds, props in nodes],
-    )  # fmt: skip
+        [
+            (
+                oid,
+                name,
+                kinds[0] if kinds else "Entity",
+                json.dumps(kinds),
+                json.dumps(props),
+                run_id,
+                now,
+            )
+            for oid, name, kinds, props in nodes
+        ],
+    )
     stored = await get_nodes(conn, (n[0] for n in nodes))
     ids = {oid: node.id for oid, node in stored.items()}
     kind_ids = await ensure_kinds(conn, (k for n in nodes for k in n[2]))
@@ -366,8 +414,12 @@ async def insert_ingest_run(
     await conn.execute(
         """INSERT INTO ingest_runs (id, created_at, files, node_count, edge_count)
         VALUES ($1, $2, $3, $4, $5)""",
-        run_id, now, json.dumps(list(files)), nodes, edges,
-    )  # fmt: skip
+        run_id,
+        now,
+        json.dumps(list(files)),
+        nodes,
+        edges,
+    )
 
 
 @dataclass
@@ -426,7 +478,18 @@ async def get_saml_provider(conn: Connection, provider_id: int) -> SamlProviderR
     )
     if r is None:
         return None
-    return SamlProviderRow(*r[:8], json.loads(r[8]), r[9])
+    return SamlProviderRow(
+        id=r[0],
+        created_at=r[1],
+        updated_at=r[2],
+        deleted_at=r[3],
+        name=r[4],
+        display_name=r[5],
+        idp_issuer_uri=r[6],
+        idp_sso_uri=r[7],
+        principal_attribute_mappings=json.loads(r[8]),
+        sso_provider_id=r[9],
+    )
 
 
 async def insert_saml_provider(
@@ -442,8 +505,13 @@ async def insert_saml_provider(
         """INSERT INTO saml_providers (name, display_name, idp_issuer_uri, idp_sso_uri,
             principal_attribute_mappings, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id""",
-        name, display_name, idp_issuer_uri, idp_sso_uri, json.dumps(list(mappings)), now,
-    )  # fmt: skip
+        name,
+        display_name,
+        idp_issuer_uri,
+        idp_sso_uri,
+        json.dumps(list(mappings)),
+        now,
+    )
     return provider_id
 
 
@@ -453,10 +521,21 @@ async def saml_provider_name_taken(conn: Connection, name: str) -> bool:
 
 # --- clients ----------------------------------------------------------------------------
 
-COLLECTION_FLAGS = ("session_collection", "local_group_collection", "ad_structure_collection",
-                    "cert_services_collection", "ca_registry_collection",
-                    "dc_registry_collection", "all_trusted_domains")  # fmt: skip
+COLLECTION_FLAGS = (
+    "session_collection",
+    "local_group_collection",
+    "ad_structure_collection",
+    "cert_services_collection",
+    "ca_registry_collection",
+    "dc_registry_collection",
+    "all_trusted_domains",
+)
 FLAG_COLUMNS = ", ".join(COLLECTION_FLAGS)
+
+
+def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
+    return dict(zip(COLLECTION_FLAGS, values, strict=True))
+
 
 ou_refs = msgspec.json.Decoder(list[m.OUReference])
 domain_refs = msgspec.json.Decoder(list[m.DomainReference])
@@ -473,7 +552,14 @@ async def get_client(conn: Connection, client_id: str) -> m.Client | None:
     if r is None:
         return None
     events = [
-        m.ClientEvent(e[0], e[1], e[2], *e[3:10], ou_refs.decode(e[10]), domain_refs.decode(e[11]))
+        m.ClientEvent(
+            id=e[0],
+            client_id=e[1],
+            rrule=e[2],
+            ous=ou_refs.decode(e[10]),
+            domains=domain_refs.decode(e[11]),
+            **collection_flags(e[3:10]),
+        )
         for e in await conn.fetch(
             f"""SELECT id, client_id, rrule, {FLAG_COLUMNS}, ous, domains FROM client_events
             WHERE client_id = $1 AND deleted_at IS NULL ORDER BY id""",
@@ -484,13 +570,24 @@ async def get_client(conn: Connection, client_id: str) -> m.Client | None:
     current_job = await get_job(conn, r[6], r[1]) if r[6] is not None else None
     current_task = await get_job(conn, r[7], r[1]) if r[7] is not None else None
     return m.Client(
-        id=r[0], name=r[1], ip_address=r[2], hostname=r[3], configured_user=r[4],
-        last_checkin=r[5] or m.ZERO_TIME, events=events, token=token or m.zero_token(),
-        current_job_id=m.null_int64(r[6]), current_task_id=m.null_int64(r[7]),
-        current_job=current_job or m.zero_job(), current_task=current_task or m.zero_job(),
-        completed_job_count=r[8], completed_task_count=r[9],
-        domain_controller=m.null_string(r[10]), version=r[11], user_sid=m.null_string(r[12]),
-    )  # fmt: skip
+        id=r[0],
+        name=r[1],
+        ip_address=r[2],
+        hostname=r[3],
+        configured_user=r[4],
+        last_checkin=r[5] or m.ZERO_TIME,
+        events=events,
+        token=token or m.zero_token(),
+        current_job_id=m.null_int64(r[6]),
+        current_task_id=m.null_int64(r[7]),
+        current_job=current_job or m.zero_job(),
+        current_task=current_task or m.zero_job(),
+        completed_job_count=r[8],
+        completed_task_count=r[9],
+        domain_controller=m.null_string(r[10]),
+        version=r[11],
+        user_sid=m.null_string(r[12]),
+    )
 
 
 MASKED_KEY = "********"
@@ -508,9 +605,17 @@ async def get_client_token(conn: Connection, client_id: str) -> m.ClientToken | 
     if r is None:
         return None
     return m.ClientToken(
-        r[0], r[1], r[2], m.null_time(r[3]), m.null_uuid(r[4]), m.null_string(r[5]),
-        MASKED_KEY, r[6], r[7], m.null_uuid(r[8]),
-    )  # fmt: skip
+        r[0],
+        r[1],
+        r[2],
+        m.null_time(r[3]),
+        m.null_uuid(r[4]),
+        m.null_string(r[5]),
+        MASKED_KEY,
+        r[6],
+        r[7],
+        m.null_uuid(r[8]),
+    )
 
 
 async def get_job(conn: Connection, job_id: int, client_name: str) -> m.Job | None:
@@ -523,7 +628,17 @@ async def get_job(conn: Connection, job_id: int, client_name: str) -> m.Job | No
     if r is None:
         return None
     results = [
-        m.DomainResult(d[0], d[1], d[2], m.null_time(d[3]), *d[4:])
+        m.DomainResult(
+            id=d[0],
+            created_at=d[1],
+            updated_at=d[2],
+            deleted_at=m.null_time(d[3]),
+            job_id=d[4],
+            domain_name=d[5],
+            success=d[6],
+            message=d[7],
+            **dict(zip(DOMAIN_RESULT_COUNTS, d[8:20], strict=True)),
+        )
         for d in await conn.fetch(
             """SELECT id, created_at, updated_at, deleted_at, job_id, domain_name, success,
                 message, user_count, group_count, computer_count, gpo_count, ou_count,
@@ -535,10 +650,20 @@ async def get_job(conn: Connection, job_id: int, client_name: str) -> m.Job | No
         )
     ]
     return m.Job(
-        r[0], r[1], client_name, m.null_int32(r[2]), r[3], r[4] or m.ZERO_TIME,
-        r[5] or m.ZERO_TIME, r[6], *r[7:14], r[14], ou_refs.decode(r[15]),
-        domain_refs.decode(r[16]), results,
-    )  # fmt: skip
+        id=r[0],
+        client_id=r[1],
+        client_name=client_name,
+        event_id=m.null_int32(r[2]),
+        execution_time=r[3],
+        start_time=r[4] or m.ZERO_TIME,
+        end_time=r[5] or m.ZERO_TIME,
+        status_message=r[6],
+        domain_controller=r[14],
+        ous=ou_refs.decode(r[15]),
+        domains=domain_refs.decode(r[16]),
+        domain_results=results,
+        **collection_flags(r[7:14]),
+    )
 
 
 async def client_name_taken(conn: Connection, name: str) -> bool:
@@ -563,9 +688,17 @@ async def insert_client(
             completed_job_count, completed_task_count, domain_controller, version, user_sid,
             created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, $7, $8, $9, $10, $10)""",
-        client_id, name, ip_address, hostname, configured_user, last_checkin, domain_controller,
-        version, user_sid, now,
-    )  # fmt: skip
+        client_id,
+        name,
+        ip_address,
+        hostname,
+        configured_user,
+        last_checkin,
+        domain_controller,
+        version,
+        user_sid,
+        now,
+    )
 
 
 @dataclass
@@ -589,9 +722,13 @@ async def insert_client_event(
         f"""INSERT INTO client_events (client_id, rrule, {FLAG_COLUMNS}, ous, domains,
             created_at, updated_at) VALUES ($1, $2, {marks}, ${n}, ${n + 1}, ${n + 2}, ${n + 2})
         RETURNING id""",
-        client_id, rrule, *plan.flag_values(), msgspec.json.encode(plan.ous).decode(),
-        msgspec.json.encode(plan.domains).decode(), now,
-    )  # fmt: skip
+        client_id,
+        rrule,
+        *plan.flag_values(),
+        msgspec.json.encode(plan.ous).decode(),
+        msgspec.json.encode(plan.domains).decode(),
+        now,
+    )
     return event_id
 
 
@@ -619,17 +756,36 @@ async def insert_job(conn: Connection, job: JobRow, now: datetime) -> int:
         VALUES ($1, $2, $3, $4, $5, $6, $7, {marks}, ${n}, ${n + 1}, ${n + 2}, ${n + 3},
             ${n + 3})
         RETURNING id""",
-        job.client_id, job.event_id, job.execution_time, job.start_time, job.end_time,
-        job.status, job.status_message, *job.plan.flag_values(), job.domain_controller,
-        msgspec.json.encode(job.plan.ous).decode(), msgspec.json.encode(job.plan.domains).decode(),
+        job.client_id,
+        job.event_id,
+        job.execution_time,
+        job.start_time,
+        job.end_time,
+        job.status,
+        job.status_message,
+        *job.plan.flag_values(),
+        job.domain_controller,
+        msgspec.json.encode(job.plan.ous).decode(),
+        msgspec.json.encode(job.plan.domains).decode(),
         now,
-    )  # fmt: skip
+    )
     return job_id
 
 
-DOMAIN_RESULT_COUNTS = ("user_count", "group_count", "computer_count", "gpo_count", "ou_count",
-                        "container_count", "aiaca_count", "rootca_count", "enterpriseca_count",
-                        "ntauthstore_count", "certtemplate_count", "deleted_count")  # fmt: skip
+DOMAIN_RESULT_COUNTS = (
+    "user_count",
+    "group_count",
+    "computer_count",
+    "gpo_count",
+    "ou_count",
+    "container_count",
+    "aiaca_count",
+    "rootca_count",
+    "enterpriseca_count",
+    "ntauthstore_count",
+    "certtemplate_count",
+    "deleted_count",
+)
 
 
 async def insert_domain_result(
@@ -647,9 +803,13 @@ async def insert_domain_result(
         f"""INSERT INTO domain_collection_results (job_id, domain_name, success, message,
             {", ".join(DOMAIN_RESULT_COUNTS)}, created_at, updated_at)
         VALUES ($1, $2, $3, $4, {marks}, ${n}, ${n})""",
-        job_id, domain_name, success, message, *(counts.get(c, 0) for c in DOMAIN_RESULT_COUNTS),
+        job_id,
+        domain_name,
+        success,
+        message,
+        *(counts.get(c, 0) for c in DOMAIN_RESULT_COUNTS),
         now,
-    )  # fmt: skip
+    )
 
 
 async def set_client_work(
@@ -663,8 +823,12 @@ async def set_client_work(
     await conn.execute(
         """UPDATE clients SET current_job_id = $2, current_task_id = $3,
             completed_job_count = $4, completed_task_count = $5 WHERE id = $1""",
-        client_id, current_job_id, current_task_id, completed_jobs, completed_tasks,
-    )  # fmt: skip
+        client_id,
+        current_job_id,
+        current_task_id,
+        completed_jobs,
+        completed_tasks,
+    )
 
 
 # --- users, tokens, sessions ------------------------------------------------------------
@@ -716,9 +880,7 @@ async def find_user_login(conn: Connection, name: str) -> UserLogin | None:
 
 
 async def find_user_id(conn: Connection, name: str) -> str | None:
-    found = await conn.fetchval(
-        "SELECT id FROM users WHERE name = $1 AND deleted_at IS NULL", name
-    )
+    found = await conn.fetchval("SELECT id FROM users WHERE name = $1 AND deleted_at IS NULL", name)
     return None if found is None else str(found)
 
 
@@ -734,8 +896,13 @@ async def insert_user(
     await conn.execute(
         """INSERT INTO users (id, name, role_id, secret_digest, is_disabled, created_at,
             updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)""",
-        user_id, name, role_id, secret_digest, disabled, now,
-    )  # fmt: skip
+        user_id,
+        name,
+        role_id,
+        secret_digest,
+        disabled,
+        now,
+    )
 
 
 @dataclass
@@ -773,8 +940,15 @@ async def insert_token(
         """INSERT INTO auth_tokens (id, user_id, client_id, name, key_ciphertext, hmac_method,
             last_access, created_by, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7, $7)""",
-        token_id, user_id, client_id, name, key_ciphertext, hmac_method, now, created_by,
-    )  # fmt: skip
+        token_id,
+        user_id,
+        client_id,
+        name,
+        key_ciphertext,
+        hmac_method,
+        now,
+        created_by,
+    )
 
 
 async def touch_token(conn: Connection, token_id: str, now: datetime) -> None:
@@ -787,8 +961,11 @@ async def insert_session(
     await conn.execute(
         """INSERT INTO user_sessions (id, user_id, created_at, expires_at)
         VALUES ($1, $2, $3, $4)""",
-        session_id, user_id, now, expires_at,
-    )  # fmt: skip
+        session_id,
+        user_id,
+        now,
+        expires_at,
+    )
 
 
 async def find_session_principal(
@@ -798,8 +975,10 @@ async def find_session_principal(
         """SELECT u.id, u.role_id, u.is_disabled FROM user_sessions s
         JOIN users u ON u.id = s.user_id AND u.deleted_at IS NULL
         WHERE s.id = $1 AND s.user_id = $2 AND s.expires_at > $3""",
-        session_id, user_id, now,
-    )  # fmt: skip
+        session_id,
+        user_id,
+        now,
+    )
     return None if r is None else Principal(r[0], r[1], r[2])
 
 

@@ -37,8 +37,13 @@ PERMISSIONS = [
     ("saved_queries", "Write"),
     ("db", "Wipe"),
 ]
-READ_ONLY = ["app/ReadAppConfig", "risks/GenerateReport", "auth/CreateToken",
-             "auth/ManageSelf", "graphdb/Read"]  # fmt: skip
+READ_ONLY = [
+    "app/ReadAppConfig",
+    "risks/GenerateReport",
+    "auth/CreateToken",
+    "auth/ManageSelf",
+    "graphdb/Read",
+]
 ROLES = {
     "Read-Only": ("Used for integrations", READ_ONLY),
     "Upload-Only": (
@@ -51,10 +56,20 @@ ROLES = {
     ),
     "Power User": (
         "Can upload data, manage clients, and perform any action a User can",
-        [*READ_ONLY, "app/WriteAppConfig", "risks/ManageRisks", "clients/Manage",
-         "clients/Read", "clients/Tasking", "collection/ManageJobs", "graphdb/Write",
-         "graphdb/Mutate", "saved_queries/Read", "saved_queries/Write"],
-    ),  # fmt: skip
+        [
+            *READ_ONLY,
+            "app/WriteAppConfig",
+            "risks/ManageRisks",
+            "clients/Manage",
+            "clients/Read",
+            "clients/Tasking",
+            "collection/ManageJobs",
+            "graphdb/Write",
+            "graphdb/Mutate",
+            "saved_queries/Read",
+            "saved_queries/Write",
+        ],
+    ),
     "Administrator": (
         "Can manage users, clients, and application configuration",
         [f"{a}/{n}" for a, n in PERMISSIONS],
@@ -85,9 +100,15 @@ def timestamps() -> list[sa.Column[object]]:
 
 
 def collection_flags() -> list[sa.Column[object]]:
-    names = ["session_collection", "local_group_collection", "ad_structure_collection",
-             "cert_services_collection", "ca_registry_collection", "dc_registry_collection",
-             "all_trusted_domains"]  # fmt: skip
+    names = [
+        "session_collection",
+        "local_group_collection",
+        "ad_structure_collection",
+        "cert_services_collection",
+        "ca_registry_collection",
+        "dc_registry_collection",
+        "all_trusted_domains",
+    ]
     return [sa.Column(n, sa.Boolean(), nullable=False, server_default=sa.false()) for n in names]
 
 
@@ -108,16 +129,24 @@ def upgrade() -> None:
     )
     op.create_table(
         "schema_extension_kinds",
-        sa.Column("extension_id", sa.Integer(), sa.ForeignKey("schema_extensions.id",
-                  ondelete="CASCADE"), primary_key=True),  # fmt: skip
+        sa.Column(
+            "extension_id",
+            sa.Integer(),
+            sa.ForeignKey("schema_extensions.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
         sa.Column("kind_id", sa.Integer(), sa.ForeignKey("kinds.id"), primary_key=True),
         sa.Column("category", sa.String(16), nullable=False),
     )
     op.create_table(
         "schema_environments",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("extension_id", sa.Integer(), sa.ForeignKey("schema_extensions.id",
-                  ondelete="CASCADE"), nullable=False),  # fmt: skip
+        sa.Column(
+            "extension_id",
+            sa.Integer(),
+            sa.ForeignKey("schema_extensions.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("environment_kind_id", sa.Integer(), sa.ForeignKey("kinds.id"), nullable=False),
         sa.Column("source_kind_id", sa.Integer(), sa.ForeignKey("kinds.id"), nullable=True),
         *timestamps(),
@@ -146,18 +175,21 @@ def upgrade() -> None:
     op.create_index("nodes_name", "nodes", ["name"])
     op.create_table(
         "node_kinds",
-        sa.Column("node_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"),
-                  primary_key=True),  # fmt: skip
+        sa.Column(
+            "node_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True
+        ),
         sa.Column("kind_id", sa.Integer(), sa.ForeignKey("kinds.id"), primary_key=True),
     )
     op.create_index("node_kinds_kind", "node_kinds", ["kind_id", "node_id"])
     op.create_table(
         "edges",
         sa.Column("id", big_id(), primary_key=True),
-        sa.Column("start_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
-        sa.Column("end_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
+        sa.Column(
+            "start_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False
+        ),
+        sa.Column(
+            "end_id", big_id(), sa.ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("kind_id", sa.Integer(), sa.ForeignKey("kinds.id"), nullable=False),
         sa.Column("properties", sa.Text(), nullable=False),
         sa.Column("run_id", uuid_type(), nullable=True),
@@ -171,8 +203,9 @@ def upgrade() -> None:
         "data_quality_aggregations",
         sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("run_id", sa.String(64), nullable=False),
-        sa.Column("extension_id", sa.Integer(), sa.ForeignKey("schema_extensions.id"),
-                  nullable=False),  # fmt: skip
+        sa.Column(
+            "extension_id", sa.Integer(), sa.ForeignKey("schema_extensions.id"), nullable=False
+        ),
         sa.Column("environment_kind_id", sa.Integer(), nullable=False),
         sa.Column("metric_type", sa.String(16), nullable=False),
         sa.Column("metric_name", sa.String(255), nullable=False),
@@ -180,20 +213,37 @@ def upgrade() -> None:
         sa.Column("kind_id", sa.Integer(), nullable=True),
         *timestamps(),
     )
-    op.create_index("dq_aggregations_env_time", "data_quality_aggregations",
-                    ["environment_kind_id", "created_at", "id"])  # fmt: skip
+    op.create_index(
+        "dq_aggregations_env_time",
+        "data_quality_aggregations",
+        ["environment_kind_id", "created_at", "id"],
+    )
     op.create_table(
         "azure_tenant_stats",
         sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("tenant_id", sa.String(36), nullable=False),
-        *[sa.Column(c, sa.Integer(), nullable=False) for c in (
-            "users", "groups", "apps", "service_principals", "devices", "management_groups",
-            "subscriptions", "resource_groups", "vms", "key_vaults", "relationships")],
+        *[
+            sa.Column(c, sa.Integer(), nullable=False)
+            for c in (
+                "users",
+                "groups",
+                "apps",
+                "service_principals",
+                "devices",
+                "management_groups",
+                "subscriptions",
+                "resource_groups",
+                "vms",
+                "key_vaults",
+                "relationships",
+            )
+        ],
         sa.Column("run_id", uuid_type(), nullable=False),
         *timestamps(),
-    )  # fmt: skip
-    op.create_index("azure_tenant_stats_tenant_time", "azure_tenant_stats",
-                    ["tenant_id", "created_at", "id"])  # fmt: skip
+    )
+    op.create_index(
+        "azure_tenant_stats_tenant_time", "azure_tenant_stats", ["tenant_id", "created_at", "id"]
+    )
     op.create_table(
         "saml_providers",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -220,10 +270,15 @@ def upgrade() -> None:
     )
     op.create_table(
         "roles_permissions",
-        sa.Column("role_id", sa.Integer(), sa.ForeignKey("roles.id", ondelete="CASCADE"),
-                  primary_key=True),  # fmt: skip
-        sa.Column("permission_id", sa.Integer(), sa.ForeignKey("permissions.id",
-                  ondelete="CASCADE"), primary_key=True),  # fmt: skip
+        sa.Column(
+            "role_id", sa.Integer(), sa.ForeignKey("roles.id", ondelete="CASCADE"), primary_key=True
+        ),
+        sa.Column(
+            "permission_id",
+            sa.Integer(),
+            sa.ForeignKey("permissions.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
     )
     op.create_table(
         "users",
@@ -237,8 +292,9 @@ def upgrade() -> None:
     op.create_table(
         "user_sessions",
         sa.Column("id", uuid_type(), primary_key=True),
-        sa.Column("user_id", uuid_type(), sa.ForeignKey("users.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
+        sa.Column(
+            "user_id", uuid_type(), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+        ),
         time("created_at"),
         time("expires_at"),
     )
@@ -262,10 +318,12 @@ def upgrade() -> None:
     op.create_table(
         "auth_tokens",
         sa.Column("id", uuid_type(), primary_key=True),
-        sa.Column("user_id", uuid_type(), sa.ForeignKey("users.id", ondelete="CASCADE"),
-                  nullable=True),  # fmt: skip
-        sa.Column("client_id", uuid_type(), sa.ForeignKey("clients.id", ondelete="CASCADE"),
-                  nullable=True),  # fmt: skip
+        sa.Column(
+            "user_id", uuid_type(), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=True
+        ),
+        sa.Column(
+            "client_id", uuid_type(), sa.ForeignKey("clients.id", ondelete="CASCADE"), nullable=True
+        ),
         sa.Column("name", sa.String(255), nullable=True),
         sa.Column("key_ciphertext", sa.Text(), nullable=False),
         sa.Column("hmac_method", sa.String(32), nullable=False),
@@ -277,8 +335,12 @@ def upgrade() -> None:
     op.create_table(
         "client_events",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("client_id", uuid_type(), sa.ForeignKey("clients.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
+        sa.Column(
+            "client_id",
+            uuid_type(),
+            sa.ForeignKey("clients.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("rrule", sa.Text(), nullable=False),
         *collection_flags(),
         sa.Column("ous", sa.Text(), nullable=False),
@@ -289,8 +351,12 @@ def upgrade() -> None:
     op.create_table(
         "jobs",
         sa.Column("id", big_id(), primary_key=True),
-        sa.Column("client_id", uuid_type(), sa.ForeignKey("clients.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
+        sa.Column(
+            "client_id",
+            uuid_type(),
+            sa.ForeignKey("clients.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("event_id", sa.Integer(), nullable=True),
         time("execution_time"),
         time("start_time", nullable=True),
@@ -307,43 +373,87 @@ def upgrade() -> None:
     op.create_table(
         "domain_collection_results",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("job_id", big_id(), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
-                  nullable=False),  # fmt: skip
+        sa.Column("job_id", big_id(), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("domain_name", sa.String(255), nullable=False),
         sa.Column("success", sa.Boolean(), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
-        *[sa.Column(c, sa.Integer(), nullable=False) for c in (
-            "user_count", "group_count", "computer_count", "gpo_count", "ou_count",
-            "container_count", "aiaca_count", "rootca_count", "enterpriseca_count",
-            "ntauthstore_count", "certtemplate_count", "deleted_count")],
+        *[
+            sa.Column(c, sa.Integer(), nullable=False)
+            for c in (
+                "user_count",
+                "group_count",
+                "computer_count",
+                "gpo_count",
+                "ou_count",
+                "container_count",
+                "aiaca_count",
+                "rootca_count",
+                "enterpriseca_count",
+                "ntauthstore_count",
+                "certtemplate_count",
+                "deleted_count",
+            )
+        ],
         *timestamps(),
-    )  # fmt: skip
+    )
     op.create_index("domain_collection_results_job", "domain_collection_results", ["job_id"])
 
-    permissions = sa.table("permissions", sa.column("id"), sa.column("authority"),
-                           sa.column("name"))  # fmt: skip
-    op.bulk_insert(permissions, [
-        {"id": i, "authority": a, "name": n} for i, (a, n) in enumerate(PERMISSIONS, 1)])
+    permissions = sa.table(
+        "permissions", sa.column("id"), sa.column("authority"), sa.column("name")
+    )
+    op.bulk_insert(
+        permissions,
+        [{"id": i, "authority": a, "name": n} for i, (a, n) in enumerate(PERMISSIONS, 1)],
+    )
     permission_ids = {f"{a}/{n}": i for i, (a, n) in enumerate(PERMISSIONS, 1)}
     roles = sa.table("roles", sa.column("id"), sa.column("name"), sa.column("description"))
-    op.bulk_insert(roles, [
-        {"id": i, "name": name, "description": desc}
-        for i, (name, (desc, _)) in enumerate(ROLES.items(), 1)])
+    op.bulk_insert(
+        roles,
+        [
+            {"id": i, "name": name, "description": desc}
+            for i, (name, (desc, _)) in enumerate(ROLES.items(), 1)
+        ],
+    )
     links = sa.table("roles_permissions", sa.column("role_id"), sa.column("permission_id"))
-    op.bulk_insert(links, [
-        {"role_id": i, "permission_id": permission_ids[p]}
-        for i, (_, (_, perms)) in enumerate(ROLES.items(), 1) for p in sorted(set(perms))])
+    op.bulk_insert(
+        links,
+        [
+            {"role_id": i, "permission_id": permission_ids[p]}
+            for i, (_, (_, perms)) in enumerate(ROLES.items(), 1)
+            for p in sorted(set(perms))
+        ],
+    )
     # Explicit ids above: move PostgreSQL's sequences past them.
     if op.get_bind().dialect.name == "postgresql":
         for table in ("permissions", "roles"):
-            op.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                       f"(SELECT max(id) FROM {table}))")  # fmt: skip
+            op.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"(SELECT max(id) FROM {table}))"
+            )
 
 
 def downgrade() -> None:
-    for table in ("domain_collection_results", "jobs", "client_events", "auth_tokens",
-                  "clients", "user_sessions", "users", "roles_permissions", "permissions",
-                  "roles", "saml_providers", "azure_tenant_stats", "data_quality_aggregations",
-                  "edges", "node_kinds", "nodes", "ingest_runs", "schema_environments",
-                  "schema_extension_kinds", "schema_extensions", "kinds"):  # fmt: skip
+    for table in (
+        "domain_collection_results",
+        "jobs",
+        "client_events",
+        "auth_tokens",
+        "clients",
+        "user_sessions",
+        "users",
+        "roles_permissions",
+        "permissions",
+        "roles",
+        "saml_providers",
+        "azure_tenant_stats",
+        "data_quality_aggregations",
+        "edges",
+        "node_kinds",
+        "nodes",
+        "ingest_runs",
+        "schema_environments",
+        "schema_extension_kinds",
+        "schema_extensions",
+        "kinds",
+    ):
         op.drop_table(table)

@@ -1,0 +1,1 @@
+"""graphsvc: a server of the Graph Analysis Service API v2."""

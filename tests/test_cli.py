@@ -1,0 +1,206 @@
+"""The `graphsvc` command line, run in-process against both stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from graphsvc import store
+from graphsvc.cli import main
+from tests.conftest import TEST_FERNET_KEY, Env
+
+JWT_SECRET = "test-jwt-signing-key-of-sufficient-length-0123456789"
+
+
+@pytest.fixture
+def cli(database_url: str, tmp_path: Path) -> Callable[..., Result]:
+    """Runs graphsvc with settings matching the test app's (same database and keys)."""
+    environment = {
+        "GRAPHSVC_DATABASE_URL": database_url,
+        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+        "GRAPHSVC_JWT_SECRET": JWT_SECRET,
+    }
+
+    def run(*args: str, extra: dict[str, str] | None = None) -> Result:
+        return CliRunner().invoke(main, list(args), env={**environment, **(extra or {})})
+
+    return run
+
+
+def ok_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_db_upgrade_is_repeatable(cli: Callable[..., Result]) -> None:
+    for _ in range(2):
+        result = cli("db", "upgrade")
+        assert result.exit_code == 0 and "schema is up to date" in result.output
+
+
+def test_demo_json_has_every_identifier(cli: Callable[..., Result]) -> None:
+    demo = ok_json(cli("demo", "--json"))
+    for key in (
+        "tenant_ids",
+        "computer_object_ids",
+        "environment_kind_ids",
+        "extension_ids",
+        "saml_provider_ids",
+        "client_ids",
+    ):
+        assert isinstance(demo[key], list) and demo[key], key
+    assert demo["token_id"] and demo["token_key"]
+    again = cli("demo")
+    assert again.exit_code == 1 and "not empty" in again.stderr
+
+
+def test_demo_prints_a_summary(cli: Callable[..., Result]) -> None:
+    result = cli("demo")
+    assert result.exit_code == 0
+    assert "API token key:" in result.output and "Administrator login: admin / " in result.output
+
+
+def test_user_and_token_work_on_the_server(cli: Callable[..., Result], make_env) -> None:  # type: ignore[no-untyped-def]
+    user = ok_json(
+        cli("user", "create", "analyst", "--role", "read-only", "--secret", "pw", "--json")
+    )
+    assert user["name"] == "analyst"
+    token = ok_json(cli("token", "create", "--user", "analyst", "--json"))
+    assert set(token) == {"id", "key", "user_id"} and token["user_id"] == user["id"]
+    env: Env = make_env()
+    uri = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+    signed = cli("sign", "GET", uri, "--token-id", token["id"], "--token-key", token["key"])
+    headers = json.loads(signed.stdout)
+    assert env.request("GET", uri, headers).status_code == 200
+    jwt = env.login("analyst", "pw")
+    assert env.request("GET", uri, {"Authorization": f"Bearer {jwt}"}).status_code == 200
+
+
+def test_user_create_errors(cli: Callable[..., Result]) -> None:
+    bad_role = cli("user", "create", "x", "--role", "Overlord")
+    assert bad_role.exit_code == 1 and "unknown role 'Overlord'" in bad_role.stderr
+    assert "Administrator" in bad_role.stderr
+    assert cli("user", "create", "x", "--role", "User").exit_code == 0
+    duplicate = cli("user", "create", "x", "--role", "User")
+    assert duplicate.exit_code == 1 and "already exists" in duplicate.stderr
+    missing = cli("token", "create", "--user", "nobody")
+    assert missing.exit_code == 1 and "no user named 'nobody'" in missing.stderr
+
+
+def test_disabled_user(cli: Callable[..., Result], make_env) -> None:  # type: ignore[no-untyped-def]
+    cli("user", "create", "off", "--role", "User", "--disabled")
+    token = ok_json(cli("token", "create", "--user", "off", "--json"))
+    env: Env = make_env()
+    uri = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+    headers = json.loads(
+        cli("sign", "GET", uri, "--token-id", token["id"], "--token-key", token["key"]).stdout
+    )
+    assert env.request("GET", uri, headers).status_code == 403
+
+
+def test_saml_create(cli: Callable[..., Result]) -> None:
+    provider = ok_json(
+        cli(
+            "saml",
+            "create",
+            "--name",
+            "okta",
+            "--display-name",
+            "Okta",
+            "--idp-issuer-uri",
+            "http://www.okta.com/x",
+            "--idp-sso-uri",
+            "https://okta/sso",
+            "--principal-attribute-mapping",
+            "email",
+            "--principal-attribute-mapping",
+            "upn",
+            "--json",
+            extra={"GRAPHSVC_PUBLIC_URL": "https://graph.example.com"},
+        )
+    )
+    assert provider["id"] >= 1 and provider["principal_attribute_mappings"] == ["email", "upn"]
+    assert provider["sp_acs_uri"] == "https://graph.example.com/api/v2/sso/okta/callback"
+
+
+def test_client_create_and_edition(cli: Callable[..., Result], make_env) -> None:  # type: ignore[no-untyped-def]
+    created = ok_json(
+        cli(
+            "client",
+            "create",
+            "--name",
+            "HQ",
+            "--ip-address",
+            "10.0.0.5",
+            "--hostname",
+            "hq.local",
+            "--json",
+        )
+    )
+    assert created["name"] == "HQ" and created["ip_address"] == "10.0.0.5"
+    assert created["token"]["key"] == "********" and len(created["token_key"]) > 20
+    env: Env = make_env()
+    env.create_admin()
+    assert env.get(f"/api/v2/clients/{created['id']}").json()["data"]["name"] == "HQ"
+    bad_ip = cli("client", "create", "--name", "X", "--ip-address", "10.0.0.300")
+    assert bad_ip.exit_code == 1 and "not an IP address" in bad_ip.stderr
+    community = cli("client", "create", "--name", "Y", extra={"GRAPHSVC_EDITION": "community"})
+    assert community.exit_code == 1 and "Enterprise edition" in community.stderr
+
+
+def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path, make_env) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"part{i}.json").write_text(
+            json.dumps({"graph": {"nodes": [{"id": f"n{i}", "kinds": ["Thing"]}]}})
+        )
+    result = ok_json(cli("ingest", str(folder), "--json"))
+    assert result["nodes"] == 2 and result["edges"] == 0 and len(result["files"]) == 2
+    assert len(result["run_id"]) == 36
+    text = cli("ingest", str(folder / "part0.json"))
+    assert text.exit_code == 0 and "1 nodes, 0 edges from 1 file(s)" in text.output
+
+
+def test_ingest_errors_name_the_file_and_write_nothing(
+    cli: Callable[..., Result], tmp_path: Path, make_env
+) -> None:  # type: ignore[no-untyped-def]
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"graph": {"nodes": [{"id": "a", "kinds": ["A"]}]}}))
+    bad.write_text(json.dumps({"graph": {"nodes": [{"id": "b"}]}}))
+    result = cli("ingest", str(good), str(bad))
+    assert result.exit_code == 1
+    assert f"{bad}: graph.nodes[0]: 'kinds' must be" in result.stderr
+    assert "nothing was written" in result.stderr
+    env: Env = make_env()
+    assert env.run(store.count_graph) == (0, 0)
+    missing = cli("ingest", str(tmp_path / "nope.json"))
+    assert missing.exit_code == 1 and "no such file" in missing.stderr
+
+
+def test_bad_database_url_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["db", "upgrade"],
+        env={
+            "GRAPHSVC_DATABASE_URL": "postgresql://postgres:hunter2@127.0.0.1:1/none",
+            "GRAPHSVC_DATA_DIR": str(tmp_path),
+        },
+    )
+    assert result.exit_code == 1 and "cannot migrate the database" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_bad_setting_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["db", "upgrade"],
+        env={"GRAPHSVC_EDITION": "platinum", "GRAPHSVC_DATA_DIR": str(tmp_path)},
+    )
+    assert result.exit_code == 1 and "edition" in result.stderr
