@@ -288,6 +288,52 @@ def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> N
     )
 
 
+def demo_uris(demo: dict[str, Any]) -> list[str]:
+    """One request per operation, with identifiers from `graphsvc demo --json`."""
+    computer = demo["computer_object_ids"][0]
+    return [
+        f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
+        f"{demo['environment_kind_ids'][0]}&schema_extension_id={demo['extension_ids'][0]}",
+        f"/api/v2/azure-tenants/{demo['tenant_ids'][0]}/data-quality-stats?limit=5",
+        f"/api/v2/saml/providers/{demo['saml_provider_ids'][0]}",
+        f"/api/v2/clients/{demo['client_ids'][0]}",
+        f"/api/v2/computers/{computer}/dcom-rights",
+    ]
+
+
+@main.command()
+@click.argument("demo_json", type=click.File("r"))
+@click.option("--base-url", default="http://127.0.0.1:8000", show_default=True)
+def examples(demo_json: Any, base_url: str) -> None:
+    """Print curl commands for every operation, from the output of `graphsvc demo --json`.
+
+    The signed ones carry a signature valid for about two hours; run this again for fresh ones.
+    """
+    try:
+        demo = json.load(demo_json)
+        uris = demo_uris(demo)
+        token_id, token_key = demo["token_id"], demo["token_key"]
+        login = {"login_method": "secret", "username": demo["admin_username"],
+                 "secret": demo["admin_secret"]}  # fmt: skip
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        fail(f"{demo_json.name}: not the output of `graphsvc demo --json` ({exc!r})")
+    base = base_url.rstrip("/")
+    lines = ["# Signed requests (API token):"]
+    for uri in uris:
+        date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        signature = sign_request(token_key, "GET", uri, date, b"")
+        lines.append(
+            f"curl -s -H 'Authorization: svcsignature {token_id}' -H 'RequestDate: {date}' "
+            f"-H 'Signature: {signature}' '{base}{uri}'"
+        )
+    lines += ["", "# JWT: log in once, then send it as a Bearer token:",
+              f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
+              "| python3 -c 'import json,sys; print(json.load(sys.stdin)[\"data\"]"
+              "[\"session_token\"])')"]  # fmt: skip
+    lines += [f"curl -s -H \"Authorization: Bearer $JWT\" '{base}{uri}'" for uri in uris]
+    click.echo("\n".join(lines))
+
+
 @main.command()
 @click.argument("method")
 @click.argument("uri")
