@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
-import httpx
+import httpx2 as httpx
 import pytest
 from jsonschema import Draft202012Validator
 from starlette.testclient import TestClient
