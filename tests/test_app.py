@@ -46,6 +46,8 @@ def test_request_ids_are_fresh_per_request(env: Env) -> None:
         "/api/v2/nothing",
         "/api/v1/clients/x",
         "/api/v2/computers/X/dcom-rights/extra",
+        "/api/v2/saml/providers/1/",
+        "/health/",
     ],
 )
 def test_unknown_routes_are_json_404(env: Env, path: str) -> None:
@@ -74,6 +76,19 @@ def test_unexpected_errors_are_a_json_500(env: Env, monkeypatch: pytest.MonkeyPa
     body = response.json()
     assert body["errors"] == [{"context": "server", "message": "internal server error"}]
     assert "secret detail" not in response.text
+
+
+def test_database_failures_are_a_500_from_the_database(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(conn: object, *args: object) -> None:
+        await conn.fetch("SELECT no_such_column FROM saml_providers")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(store, "get_saml_provider", failing)
+    response = env.get("/api/v2/saml/providers/1")
+    assert response.status_code == 500
+    assert response.json()["errors"] == [{"context": "database", "message": "database error"}]
+    assert "no_such_column" not in response.text
 
 
 # --- Prefer -----------------------------------------------------------------------------
@@ -178,10 +193,9 @@ def test_health_is_503_when_the_database_is_unreachable(
     assert response.json()["errors"][0]["context"] == "database"
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_health_is_503_when_postgresql_refuses_connections(env: Env) -> None:
     """A real outage after start-up: live connections killed, new ones refused."""
-    if not env.url.startswith("postgresql"):
-        pytest.skip("a PostgreSQL outage")
     name = env.url.rsplit("/", 1)[1]
     asyncio.run(
         admin_sql(

@@ -24,7 +24,7 @@ from graphsvc import models as m
 from graphsvc import params, service, store
 from graphsvc.auth import Authenticator, Identity
 from graphsvc.crypto import KeyBox
-from graphsvc.db import Connection, Database, create_database
+from graphsvc.db import DATABASE_ERRORS, Connection, Database, create_database
 from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.openapi import build_openapi
 from graphsvc.settings import Settings
@@ -105,11 +105,14 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
+        except Exception as exc:
             log.exception("unhandled error in request %s", request_id)
             if started:
                 raise
-            response = error_response(request_id, 500, "internal server error", "server")
+            if isinstance(exc, DATABASE_ERRORS):
+                response = error_response(request_id, 500, "database error", "database")
+            else:
+                response = error_response(request_id, 500, "internal server error", "server")
             await response(scope, receive, send)
 
 
@@ -343,6 +346,8 @@ def create_app(settings: Settings, database: Database | None = None) -> Starlett
     ]
     handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_exception}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    # A redirect would have an empty body and change the URI a signature covers: 404 instead.
+    app.router.redirect_slashes = False
     app.state.api = api
     app.add_middleware(RequestContext)
     return app

@@ -22,6 +22,13 @@ from typing import Any, Literal, Protocol
 import asyncpg
 
 Row = Sequence[Any]
+# What either driver raises when the database fails or cannot be reached.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    sqlite3.Error,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    ConnectionError,
+)
 Dialect = Literal["sqlite", "postgresql"]
 
 
