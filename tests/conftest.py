@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from graphsvc import service
 from graphsvc.app import create_app
 from graphsvc.crypto import KeyBox, sign_request
-from graphsvc.db import Connection, asyncpg_dsn, create_database
+from graphsvc.db import Connection, asyncpg_dsn, run_once
 from graphsvc.demo import DemoResult, create_demo
 from graphsvc.migrate import upgrade_schema
 from graphsvc.openapi import build_openapi
@@ -121,16 +121,7 @@ def database_url(request: pytest.FixtureRequest, templates: Templates, tmp_path:
 
 
 def run_in_transaction(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
-    async def main() -> T:
-        db = create_database(url, pool_size=1)
-        await db.open()
-        try:
-            async with db.transaction(write=True) as conn:
-                return await work(conn)
-        finally:
-            await db.close()
-
-    return asyncio.run(main())
+    return asyncio.run(run_once(url, work))
 
 
 # --- OpenAPI validation -------------------------------------------------------------------

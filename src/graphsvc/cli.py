@@ -17,7 +17,7 @@ import msgspec
 from graphsvc import service
 from graphsvc.batch import IngestError
 from graphsvc.crypto import KeyBox, sign_request
-from graphsvc.db import Connection, create_database, redact_url
+from graphsvc.db import Connection, redact_url, run_once
 from graphsvc.errors import ApiError
 from graphsvc.migrate import upgrade_schema
 from graphsvc.settings import Settings
@@ -49,18 +49,8 @@ def migrate(settings: Settings) -> None:
 def run_write(settings: Settings, work: Callable[[Connection], Awaitable[T]]) -> T:
     """Migrate, then run `work` in one write transaction: all of it lands or none of it."""
     migrate(settings)
-
-    async def main() -> T:
-        db = create_database(settings.resolved_database_url(), pool_size=1)
-        await db.open()
-        try:
-            async with db.transaction(write=True) as conn:
-                return await work(conn)
-        finally:
-            await db.close()
-
     try:
-        return asyncio.run(main())
+        return asyncio.run(run_once(settings.resolved_database_url(), work))
     except ApiError as exc:
         fail(f"{exc.context}: {exc.message}")
     except IngestError as exc:

@@ -12,16 +12,17 @@ import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import asyncpg
 
 Row = Sequence[Any]
+T = TypeVar("T")
 # What either driver raises when the database fails or cannot be reached.
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     sqlite3.Error,
@@ -60,6 +61,17 @@ def create_database(url: str, pool_size: int = 8) -> Database:
     raise ValueError(
         f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://"
     )
+
+
+async def run_once(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+    """Open a one-connection database, run `work` in one write transaction, and close."""
+    db = create_database(url, pool_size=1)
+    await db.open()
+    try:
+        async with db.transaction(write=True) as conn:
+            return await work(conn)
+    finally:
+        await db.close()
 
 
 def asyncpg_dsn(url: str) -> str:
