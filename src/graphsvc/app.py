@@ -140,11 +140,19 @@ def parse_prefer(header: str | None, settings: Settings) -> int | None:
     return min(wait, settings.max_wait_seconds)
 
 
-def operation(permission: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def operation(
+    permission: str, handler: Handler, enterprise_only: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
     """Authenticate, authorize, then run the handler in one read transaction under the timeout."""
 
     async def endpoint(request: Request) -> Response:
         api: Api = request.app.state.api
+        if enterprise_only and api.settings.edition != "enterprise":
+            raise not_found(
+                f"{request.method} {request.url.path}: this operation is available "
+                "in the Enterprise edition only",
+                "edition",
+            )
         async with api.db.transaction() as conn:
             identity = await api.auth.authenticate(conn, request)
             api.auth.authorize(identity, permission)
@@ -198,12 +206,9 @@ async def get_aggregations(request: Request, conn: Connection) -> msgspec.Struct
 
 async def get_tenant_stats(request: Request, conn: Connection) -> msgspec.Struct:
     q, settings = request.query_params, settings_of(request)
-    tenant_id = request.path_params["tenant_id"]
-    if not params.UUID_TEXT.fullmatch(tenant_id):
-        raise bad_request(f"tenant_id must be a UUID, got {tenant_id!r}", "tenant_id")
     return await service.get_tenant_stats(
         conn,
-        tenant_id,
+        params.parse_uuid(request.path_params["tenant_id"], "tenant_id"),
         window=params.parse_window(q, datetime.now(UTC)),
         sort=params.parse_sort(q, TIME_SORT, NEWEST_FIRST),
         page=params.parse_page(q, DEFAULT_LIMIT, settings.max_limit),
@@ -236,18 +241,6 @@ async def get_dcom_rights(request: Request, conn: Connection) -> msgspec.Struct:
         sort=params.parse_sort(q, NODE_SORT, BY_NAME),
         page=params.parse_page(q, DCOM_DEFAULT_LIMIT, settings.max_limit),
     )
-
-
-async def enterprise_only(request: Request) -> Response:
-    if settings_of(request).edition != "enterprise":
-        raise not_found(
-            "GET /api/v2/clients/{client_id} is available in the Enterprise edition only",
-            "edition",
-        )
-    return await get_client_endpoint(request)
-
-
-get_client_endpoint = operation("clients/Read", get_client)
 
 
 # --- sessions, health, the OpenAPI document ---------------------------------------------
@@ -337,7 +330,11 @@ def create_app(settings: Settings, database: Database | None = None) -> Starlett
             operation("auth/ManageProviders", get_saml_provider),
             methods=["GET"],
         ),
-        Route(f"{v2}/clients/{{client_id}}", enterprise_only, methods=["GET"]),
+        Route(
+            f"{v2}/clients/{{client_id}}",
+            operation("clients/Read", get_client, enterprise_only=True),
+            methods=["GET"],
+        ),
         Route(
             f"{v2}/computers/{{object_id}}/dcom-rights",
             operation("graphdb/Read", get_dcom_rights),
