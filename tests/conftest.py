@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import asyncpg
 import httpx2 as httpx
 import pytest
+from coredis import Redis
 from jsonschema import Draft202012Validator
 from starlette.testclient import TestClient
 
@@ -32,8 +33,10 @@ T = TypeVar("T")
 POSTGRES_URL = os.environ.get(
     "GRAPHSVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-REQUIRE_POSTGRES = os.environ.get("CI") == "true" or bool(
-    os.environ.get("GRAPHSVC_TEST_REQUIRE_POSTGRES")
+REDIS_URL = os.environ.get("GRAPHSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# In CI a missing PostgreSQL or Redis fails the tests that need it instead of skipping them.
+REQUIRE_SERVICES = os.environ.get("CI") == "true" or bool(
+    os.environ.get("GRAPHSVC_TEST_REQUIRE_SERVICES")
 )
 TEST_FERNET_KEY = "u9mJ5cDdQzF0bT0hC1a1m2Yc6QeCq3tYwVn4o7kXy8A="
 
@@ -46,6 +49,18 @@ def postgres_reachable() -> str | None:
     try:
         asyncio.run(probe())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def redis_reachable() -> str | None:
+    async def probe() -> None:
+        client = Redis.from_url(REDIS_URL, connect_timeout=2)
+        await client.ping()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:  # coredis raises its own connection errors
         return str(exc) or type(exc).__name__
     return None
 
@@ -91,7 +106,7 @@ class Templates:
                 self.postgres_template = name
         if self.postgres_error is not None:
             message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {self.postgres_error}"
-            if REQUIRE_POSTGRES:
+            if REQUIRE_SERVICES:
                 pytest.fail(message)
             pytest.skip(message)
         name = f"graphsvc_t_{os.getpid()}_{uuid.uuid4().hex[:10]}"
@@ -254,7 +269,7 @@ def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settin
         database_url=database_url,
         token_encryption_key=TEST_FERNET_KEY,
         jwt_secret="test-jwt-signing-key-of-sufficient-length-0123456789",
-        **overrides,
+        **{"rate_limit_per_second": 0, **overrides},
     )
 
 

@@ -27,11 +27,12 @@ from graphsvc.crypto import KeyBox
 from graphsvc.db import DATABASE_ERRORS, Connection, Database, create_database
 from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.openapi import build_openapi
+from graphsvc.ratelimit import RateLimit, RateLimiter
+from graphsvc.responses import encode, error_response, json_response
 from graphsvc.settings import Settings
 
 log = logging.getLogger("graphsvc")
 PREFER = re.compile(r"wait=(-1|[0-9]+)")
-encode = msgspec.json.Encoder().encode
 
 
 @dataclass
@@ -42,19 +43,6 @@ class Api:
     db: Database
     auth: Authenticator
     openapi: bytes
-
-
-def json_response(
-    body: msgspec.Struct, status: int = 200, headers: dict[str, str] | None = None
-) -> Response:
-    return Response(encode(body), status, headers, media_type="application/json")
-
-
-def error_response(
-    request_id: str, status: int, message: str, context: str, headers: dict[str, str] | None = None
-) -> Response:
-    body = m.ErrorBody(status, datetime.now(UTC), request_id, [m.ErrorDetail(context, message)])
-    return json_response(body, status, {**(headers or {}), "RequestID": request_id})
 
 
 def request_id_of(request: Request) -> str:
@@ -346,5 +334,10 @@ def create_app(settings: Settings, database: Database | None = None) -> Starlett
     # A redirect would have an empty body and change the URI a signature covers: 404 instead.
     app.router.redirect_slashes = False
     app.state.api = api
-    app.add_middleware(RequestContext)
+    if settings.rate_limit_per_second > 0:
+        limiter = RateLimiter(
+            settings.rate_limit_per_second, settings.rate_limit_burst, settings.redis_url
+        )
+        app.add_middleware(RateLimit, limiter=limiter, trusted_proxies=settings.trusted_proxies)
+    app.add_middleware(RequestContext)  # added last, so outermost: 429s carry a request id too
     return app

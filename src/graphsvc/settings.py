@@ -65,6 +65,19 @@ class Settings(BaseSettings):
     allow_unlimited_wait: bool = False
     """Whether `Prefer: wait=-1` (no timeout at all) is honoured; otherwise it is a 400."""
 
+    rate_limit_per_second: int = 55
+    """Requests per second each client IP may make (before authentication); 0 turns limits off."""
+
+    rate_limit_burst: int = 10
+    """Requests a client may make in one second beyond the rate, as long as its ten-second
+    average stays within the rate."""
+
+    redis_url: str | None = None
+    """`redis://host:port/db`: keep rate-limit counters in Redis, shared by every replica."""
+
+    trusted_proxies: int = 0
+    """How many reverse proxies in front of the server append to X-Forwarded-For (0: ignore it)."""
+
     db_pool_size: int = 8
     """Database connections each server process keeps open."""
 
