@@ -1,0 +1,118 @@
+"""Prefer: wait=N really cancels the database work when the time runs out, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+
+from graphsvc import store
+from graphsvc.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
+
+MARKER = "graphsvc-slow-probe"
+# Counts towards ten billion: minutes of work on either store.
+ENDLESS = f"""WITH RECURSIVE steps(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM steps
+    WHERE n < 10000000000 AND {{probe}} >= 0) SELECT count(*) FROM steps /* {MARKER} */"""
+DCOM = "/api/v2/computers/{}/dcom-rights"
+
+
+def install_slow_query(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the DCOM list run the endless query; on SQLite every row ticks a counter."""
+    ticks = [0]
+
+    def tick() -> int:
+        ticks[0] += 1
+        return 1
+
+    async def slow(conn: Connection, *args: Any) -> Any:
+        if isinstance(conn, SQLiteConnection):
+            conn.raw.create_function("probe_tick", 0, tick)
+            await conn.fetch(ENDLESS.format(probe="probe_tick()"))
+        else:
+            assert isinstance(conn, PostgresConnection)
+            await conn.fetch(ENDLESS.format(probe="1"))
+        raise AssertionError("the endless query ended")
+
+    monkeypatch.setattr(store, "list_dcom_holders", slow)
+    return ticks
+
+
+def running_probes(url: str) -> list[str]:
+    async def read() -> list[str]:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            rows = await conn.fetch(
+                "SELECT state FROM pg_stat_activity WHERE query LIKE $1 AND pid <> "
+                "pg_backend_pid()",
+                f"%{MARKER}%",
+            )
+        finally:
+            await conn.close()
+        return [r["state"] for r in rows]
+
+    return asyncio.run(read())
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_timeout_cancels_the_statement(demo_env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    env, result = demo_env
+    ticks = install_slow_query(monkeypatch)
+    on_postgres = env.url.startswith("postgresql")
+    started = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            env.get, DCOM.format(result.computer_object_ids[0]), headers={"Prefer": "wait=1"}
+        )
+        if on_postgres:  # the check below can see the probe while it runs
+            assert wait_until(lambda: "active" in running_probes(env.url), 5)
+        response = pending.result()
+    elapsed = time.monotonic() - started
+    assert response.status_code == 500
+    assert response.json()["errors"][0]["message"] == "request timed out after 1 seconds"
+    assert elapsed < 10, "the request waited for the query instead of timing out"
+
+    if on_postgres:
+        # Nothing of the request may still run on the server (active or otherwise).
+        assert wait_until(lambda: running_probes(env.url) == [], 2), running_probes(env.url)
+    else:
+        assert ticks[0] > 0, "the probe query ran"
+        seen = ticks[0]
+        time.sleep(0.5)
+        assert ticks[0] == seen, "the SQLite statement went on running after the timeout"
+
+    monkeypatch.undo()
+    after = env.get(DCOM.format(result.computer_object_ids[0]))
+    assert after.status_code == 200, "the connection is usable again"
+
+
+def test_timeouts_free_every_pooled_connection(make_env: Any, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:  # fmt: skip
+    """More timed-out requests than pooled connections: none leaks, the pool still serves."""
+    env = make_env(db_pool_size=2)
+    env.create_admin()
+    run_id, now = str(uuid.uuid4()), datetime.now(UTC)
+    env.run(
+        lambda conn: store.upsert_nodes(conn, [("PC-1", "PC-1", ["Computer"], {})], run_id, now)
+    )
+    install_slow_query(monkeypatch)
+    for _ in range(3):
+        response = env.get(DCOM.format("PC-1"), headers={"Prefer": "wait=1"})
+        assert response.status_code == 500
+    monkeypatch.undo()
+    statuses = [env.get("/api/v2/saml/providers/1").status_code for _ in range(4)]
+    assert statuses == [404] * 4
