@@ -128,6 +128,24 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
     made.drop_all()
 
 
+@pytest.fixture
+def redis_url() -> str:
+    """A Redis database of its own, emptied before the test."""
+    problem = redis_reachable()
+    if problem is not None:
+        message = f"Redis at {REDIS_URL} is not reachable: {problem}"
+        if REQUIRE_SERVICES:
+            pytest.fail(message)
+        pytest.skip(message)
+
+    async def flush() -> None:
+        client = Redis.from_url(REDIS_URL)
+        await client.flushdb()
+
+    asyncio.run(flush())
+    return REDIS_URL
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, templates: Templates, tmp_path: Path) -> str:
     if request.param == "sqlite":

@@ -16,28 +16,10 @@ import pytest
 from coredis import Redis
 
 from graphsvc.ratelimit import client_address
-from tests.conftest import REDIS_URL, REQUIRE_SERVICES, Env, redis_reachable
+from tests.conftest import REQUIRE_SERVICES, Env
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 EnvFactory = Callable[..., Env]
-
-
-@pytest.fixture
-def redis_url() -> str:
-    """A Redis database of its own, emptied before the test."""
-    problem = redis_reachable()
-    if problem is not None:
-        message = f"Redis at {REDIS_URL} is not reachable: {problem}"
-        if REQUIRE_SERVICES:
-            pytest.fail(message)
-        pytest.skip(message)
-
-    async def flush() -> None:
-        client = Redis.from_url(REDIS_URL)
-        await client.flushdb()
-
-    asyncio.run(flush())
-    return REDIS_URL
 
 
 def limited_env(make_env: EnvFactory, admin: bool = True, **overrides: object) -> Env:

@@ -69,8 +69,7 @@ class Settings(BaseSettings):
     """Requests per second each client IP may make (before authentication); 0 turns limits off."""
 
     rate_limit_burst: int = 10
-    """Requests a client may make in one second beyond the rate, as long as its ten-second
-    average stays within the rate."""
+    """Extra requests allowed within one second, the ten-second average staying at the rate."""
 
     redis_url: str | None = None
     """`redis://host:port/db`: keep rate-limit counters in Redis, shared by every replica."""

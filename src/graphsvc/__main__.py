@@ -1,0 +1,5 @@
+"""`python -m graphsvc ...` is the `graphsvc` command."""
+
+from graphsvc.cli import main
+
+main()

@@ -1,0 +1,115 @@
+"""Two server processes behind one PostgreSQL and one Redis: one rate limit, shared sessions."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from graphsvc import service
+from graphsvc.crypto import KeyBox, sign_request
+from tests.conftest import TEST_FERNET_KEY, run_in_transaction
+
+RATE, BURST = 20, 5
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def replicas(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[list[str]]:
+    processes, bases = [], []
+    for i in range(2):
+        port = free_port()
+        environment = {
+            **os.environ,
+            "GRAPHSVC_DATABASE_URL": database_url,
+            "GRAPHSVC_REDIS_URL": redis_url,
+            "GRAPHSVC_RATE_LIMIT_PER_SECOND": str(RATE),
+            "GRAPHSVC_RATE_LIMIT_BURST": str(BURST),
+            "GRAPHSVC_JWT_SECRET": "replica-shared-jwt-secret-of-enough-length-0123456789",
+            "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+            "GRAPHSVC_DATA_DIR": str(tmp_path / f"replica{i}"),  # no shared files
+            "GRAPHSVC_LOG_LEVEL": "warning",
+        }
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
+            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        ))  # fmt: skip
+        bases.append(f"http://127.0.0.1:{port}")
+    try:
+        for base, process in zip(bases, processes, strict=True):
+            for _ in range(200):
+                try:
+                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+                time.sleep(0.05)
+        yield bases
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_replicas_share_one_limit_and_one_session_store(
+    replicas: list[str], database_url: str
+) -> None:
+    keys = KeyBox(TEST_FERNET_KEY.encode())
+
+    async def admin(conn):  # type: ignore[no-untyped-def]
+        await service.create_user(conn, "admin", "Administrator", "pw", False)
+        return await service.create_user_token(conn, keys, "admin")
+
+    token = run_in_transaction(database_url, admin)
+    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    headers = {"Authorization": f"svcsignature {token.id}", "RequestDate": date,
+               "Signature": sign_request(token.key, "GET", AGG, date, b"")}  # fmt: skip
+
+    with httpx.Client(timeout=10) as client:
+
+        def send(i: int) -> httpx.Response:
+            return client.get(replicas[i % 2] + AGG, headers=headers)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            responses = list(pool.map(send, range(200)))
+        elapsed = time.monotonic() - started
+
+        statuses = [r.status_code for r in responses]
+        admitted = statuses.count(200)
+        seconds = max(1, math.ceil(elapsed))
+        assert RATE + BURST <= admitted <= (RATE + BURST) * seconds, (admitted, elapsed)
+        assert statuses.count(429) == 200 - admitted
+        by_replica = [sum(1 for i, s in enumerate(statuses) if s == 200 and i % 2 == r)
+                      for r in (0, 1)]  # fmt: skip
+        assert all(by_replica), f"both replicas admitted some: {by_replica}"
+        print(f"admitted {admitted} of 200 in {elapsed:.2f} s, per replica {by_replica}")
+
+        rejected = next(r for r in responses if r.status_code == 429)
+        assert rejected.json()["errors"][0]["context"] == "rate_limit"
+        time.sleep(int(rejected.headers["retry-after"]))
+
+        login = client.post(f"{replicas[0]}/api/v2/login", json={
+            "login_method": "secret", "username": "admin", "secret": "pw"})  # fmt: skip
+        assert login.status_code == 200
+        bearer = {"Authorization": f"Bearer {login.json()['data']['session_token']}"}
+        assert client.get(replicas[1] + AGG, headers=bearer).status_code == 200
+        assert client.post(f"{replicas[1]}/api/v2/logout", headers=bearer).status_code == 200
+        assert client.get(replicas[0] + AGG, headers=bearer).status_code == 401
