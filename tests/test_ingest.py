@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from graphsvc import store
-from graphsvc.batch import IngestError
 from graphsvc.db import Connection
 from graphsvc.ingest import IngestResult, ingest_files
+from graphsvc.records import IngestError
 from tests.conftest import Env
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "bloodhound-docs"
@@ -205,8 +205,22 @@ def test_edges_may_match_by_name_property_and_stored_nodes(env: Env, tmp_path: P
 
 BAD_DOCUMENTS = [
     ("{not json", "not valid JSON", None),
-    ("[1, 2]", "expected a JSON object", None),
-    ({"meta": {"type": "computers"}, "data": []}, "not supported by this version", None),
+    ("[1, 2]", "unknown format", None),
+    ({"meta": {"type": "frobs"}, "data": []}, "unknown type 'frobs'", "meta.type"),
+    ({"meta": "users", "data": []}, "must be an object with a string 'type'", "meta"),
+    (
+        {"meta": {"type": "users"}, "data": [{"Properties": {}}]},
+        "'ObjectIdentifier' must be",
+        "data[0]",
+    ),
+    ({"meta": {"type": "azure"}, "data": [{"data": {}}]}, "string 'kind'", "data[0]"),
+    (
+        {"meta": {"type": "azure"}, "data": [{"kind": "AZUser", "data": {"displayName": "x"}}]},
+        "needs 'id'",
+        "data[0]",
+    ),
+    ({"meta": {"type": "deleted"}, "data": [42]}, "object id string", "data[0]"),
+    ('{"meta": {"type": "users"}, "data": [{"ObjectIdentifier": "S-1"', "not valid JSON", None),
     ({"graph": []}, "must be an object", "graph"),
     ({"graph": {}}, "needs 'nodes', 'edges' or both", "graph"),
     ({"graph": {"nodes": {}}}, "must be an array", "graph.nodes"),
@@ -345,7 +359,11 @@ def test_a_utf8_byte_order_mark_is_accepted(env: Env, tmp_path: Path) -> None:
 def test_an_unreadable_or_non_utf8_file_is_named(env: Env, tmp_path: Path) -> None:
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"graph": {"nodes": [{"id": "\xe9", "kinds": ["A"]}]}}')
-    with pytest.raises(IngestError, match=r"latin1\.json: not UTF-8"):
+    with pytest.raises(
+        IngestError,
+        match=r"latin1\.json: not valid JSON \(lexical error: invalid "
+        r"bytes in UTF8 string\.\)",
+    ):
         ingest(env, path)
-    with pytest.raises(IngestError, match="cannot read"):
+    with pytest.raises(IngestError, match="absent.json: no such file or folder"):
         ingest(env, tmp_path / "absent.json")

@@ -15,6 +15,7 @@ import pytest
 
 from graphsvc import store
 from graphsvc.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
+from graphsvc.records import NodeRecord
 
 MARKER = "graphsvc-slow-probe"
 # Counts towards ten billion: minutes of work on either store.
@@ -106,9 +107,8 @@ def test_timeouts_free_every_pooled_connection(make_env: Any, monkeypatch: pytes
     env = make_env(db_pool_size=2)
     env.create_admin()
     run_id, now = str(uuid.uuid4()), datetime.now(UTC)
-    env.run(
-        lambda conn: store.upsert_nodes(conn, [("PC-1", "PC-1", ["Computer"], {})], run_id, now)
-    )
+    computer = NodeRecord("PC-1", "PC-1", ["Computer"], {})
+    env.run(lambda conn: store.upsert_nodes(conn, [computer], run_id, now))
     install_slow_query(monkeypatch)
     for _ in range(3):
         response = env.get(DCOM.format("PC-1"), headers={"Prefer": "wait=1"})

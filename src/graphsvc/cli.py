@@ -6,6 +6,7 @@ import asyncio
 import json
 import secrets
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,12 +16,13 @@ import click
 import msgspec
 
 from graphsvc import service
-from graphsvc.batch import IngestError
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.db import Connection, redact_url, run_once
 from graphsvc.errors import ApiError
 from graphsvc.migrate import upgrade_schema
+from graphsvc.records import IngestError
 from graphsvc.settings import Settings
+from graphsvc.sources import Progress, Source
 
 T = TypeVar("T")
 
@@ -132,37 +134,57 @@ def demo(as_json: bool) -> None:
     emit(as_json, result, text)
 
 
+class IngestProgress:
+    """A progress bar on a terminal; elsewhere a plain line per file and every few seconds."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.bar = click.progressbar(length=self.total, label="ingesting", file=sys.stderr) \
+            if sys.stderr.isatty() else None  # fmt: skip
+        self.last_line = 0.0
+
+    def __call__(self, source: Source) -> Progress:
+        if self.bar is None:
+            click.echo(f"reading {source.label} ({source.size:,} bytes)", err=True)
+
+        def advance(count: int) -> None:
+            self.done += count
+            if self.bar is not None:
+                self.bar.update(count)
+            elif time.monotonic() - self.last_line > 5:
+                self.last_line = time.monotonic()
+                click.echo(f"  {100 * self.done // self.total}% of the input read", err=True)
+
+        return advance
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Load collector output (OpenGraph JSON files, or folders of them) as one run."""
+    """Load collector output as one run: SharpHound and AzureHound JSON, OpenGraph JSON,
+    SharpHound zips, and folders of these."""
     from graphsvc.ingest import ingest_files
+    from graphsvc.sources import expand
 
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.json") if p.is_file())
-            if not found:
-                fail(f"{path}: folder holds no .json files")
-            files += found
-        elif path.exists():
-            files.append(path)
-        else:
-            fail(f"{path}: no such file or folder")
-    result = run_write(load_settings(), lambda conn: ingest_files(conn, files))
-    emit(
-        as_json,
-        {
-            "run_id": result.run_id,
-            "files": result.files,
-            "nodes": result.nodes,
-            "edges": result.edges,
-            "created_at": result.created_at,
-        },
-        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
-        f"{len(result.files)} file(s)",
-    )
+    try:
+        total = sum(s.size for s in expand(list(paths)))
+    except IngestError as exc:
+        fail(str(exc))
+    progress = IngestProgress(total)
+    try:
+        result = run_write(load_settings(), lambda conn: ingest_files(conn, paths, progress))
+    finally:
+        progress.close()
+    emit(as_json, {"run_id": result.run_id, "files": result.files, "nodes": result.nodes,
+                   "edges": result.edges, "created_at": result.created_at},
+         f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+         f"{len(result.files)} file(s)")  # fmt: skip
 
 
 @main.group()

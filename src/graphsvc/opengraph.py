@@ -1,5 +1,7 @@
 """OpenGraph files: {"metadata": {"source_kind"}, "graph": {"nodes": [...], "edges": [...]}}.
 
+A node's `environmentid` property names the environment instance it belongs to.
+
 Checked against the rules of the published node and edge schemas: node `id` and `kinds`
 required (at most three kinds), property values primitive or homogeneous primitive arrays,
 no `objectid` property that differs from the id, edge kinds of letters, digits and `_`.
@@ -8,32 +10,49 @@ no `objectid` property that differs from the id, edge kinds of letters, digits a
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from graphsvc.batch import Edge, Endpoint, GraphBatch, IngestError, Node, PropertyValue
+from graphsvc.records import Endpoint, IngestError, MatchedEdge, NodeRecord, Primitive
+from graphsvc.writer import GraphWriter
+
+Reader = Callable[[str], AsyncIterator[tuple[int, Any]]]
 
 EDGE_KIND = re.compile(r"[A-Za-z0-9_]+")
 MATCH_BY = ("id", "name", "property")
 MAX_KINDS = 3
 
 
-def parse(document: dict[str, Any], source: str, batch: GraphBatch) -> None:
-    if "meta" in document or "data" in document:
-        raise IngestError(source, "'graph' and 'meta'/'data' cannot be mixed in one file")
-    source_kind = parse_metadata(document.get("metadata"), source)
-    graph = document["graph"]
+async def ingest(read: Reader, source: str, writer: GraphWriter) -> None:
+    """Nodes are written as they stream in; edges wait until every node of the run is stored,
+    since they may name nodes by name or property, or nodes of a later file."""
+    metadata = [m async for _, m in read("metadata")]
+    source_kind = parse_metadata(metadata[0] if metadata else None, source)
+    seen = 0
+    async for i, raw in read("graph.nodes.item"):
+        await writer.node(parse_node(raw, source, f"graph.nodes[{i}]", source_kind))
+        seen += 1
+    async for i, raw in read("graph.edges.item"):
+        writer.matched_edge(parse_edge(raw, source, f"graph.edges[{i}]"))
+        seen += 1
+    if not seen:
+        await check_graph_shape(read, source)
+
+
+async def check_graph_shape(read: Reader, source: str) -> None:
+    """For a file that yielded no node and no edge: say what is wrong with its shape."""
+    graphs = [g async for _, g in read("graph")]
+    if not graphs:
+        raise IngestError(source, "unknown format: expected a top-level 'graph' (OpenGraph) or "
+                          "'meta' and 'data' (SharpHound, AzureHound)")  # fmt: skip
+    graph = graphs[0]
     if not isinstance(graph, dict):
         raise IngestError(source, "must be an object", "graph")
-    nodes, edges = graph.get("nodes"), graph.get("edges")
-    if nodes is None and edges is None:
+    if "nodes" not in graph and "edges" not in graph:
         raise IngestError(source, "needs 'nodes', 'edges' or both", "graph")
-    for name, items in (("nodes", nodes), ("edges", edges)):
-        if items is not None and not isinstance(items, list):
+    for name in ("nodes", "edges"):
+        if name in graph and not isinstance(graph[name], list):
             raise IngestError(source, "must be an array", f"graph.{name}")
-    for i, raw in enumerate(nodes or []):
-        batch.add_node(parse_node(raw, source, f"graph.nodes[{i}]", source_kind))
-    for i, raw in enumerate(edges or []):
-        batch.edges.append(parse_edge(raw, source, f"graph.edges[{i}]"))
 
 
 def parse_metadata(metadata: Any, source: str) -> str | None:
@@ -50,7 +69,7 @@ def parse_metadata(metadata: Any, source: str) -> str | None:
     return source_kind
 
 
-def parse_node(raw: Any, source: str, where: str, source_kind: str | None) -> Node:
+def parse_node(raw: Any, source: str, where: str, source_kind: str | None) -> NodeRecord:
     if not isinstance(raw, dict):
         raise IngestError(source, "must be an object", where)
     node_id = raw.get("id")
@@ -72,11 +91,13 @@ def parse_node(raw: Any, source: str, where: str, source_kind: str | None) -> No
     if source_kind and source_kind not in kinds:
         kinds = [*kinds, source_kind]
     name = properties.get("name")
-    return Node(
+    environment = properties.get("environmentid")
+    return NodeRecord(
         object_id=node_id.upper(),
         name=name if isinstance(name, str) and name else node_id,
         kinds=list(dict.fromkeys(kinds)),
         properties=properties,
+        environment_id=environment.upper() if isinstance(environment, str) else None,
     )
 
 
@@ -111,13 +132,13 @@ def is_property_value(value: Any) -> bool:
     return len(families) <= 1
 
 
-def parse_edge(raw: Any, source: str, where: str) -> Edge:
+def parse_edge(raw: Any, source: str, where: str) -> MatchedEdge:
     if not isinstance(raw, dict):
         raise IngestError(source, "must be an object", where)
     kind = raw.get("kind")
     if not isinstance(kind, str) or not EDGE_KIND.fullmatch(kind):
         raise IngestError(source, "'kind' must match ^[A-Za-z0-9_]+$", where)
-    return Edge(
+    return MatchedEdge(
         kind=kind,
         start=parse_endpoint(raw.get("start"), source, f"{where}.start"),
         end=parse_endpoint(raw.get("end"), source, f"{where}.end"),
@@ -144,7 +165,7 @@ def parse_endpoint(raw: Any, source: str, where: str) -> Endpoint:
     return Endpoint(match_by, value, kind)
 
 
-def parse_matchers(raw: dict[str, Any], source: str, where: str) -> list[tuple[str, PropertyValue]]:
+def parse_matchers(raw: dict[str, Any], source: str, where: str) -> list[tuple[str, Primitive]]:
     matchers = raw.get("property_matchers")
     if not isinstance(matchers, list) or not matchers:
         raise IngestError(

@@ -12,6 +12,7 @@ import msgspec
 
 from graphsvc import models as m
 from graphsvc.db import Connection, Row, json_property_equals, json_value_param
+from graphsvc.records import NodeRecord
 
 # --- reading helpers --------------------------------------------------------------------
 
@@ -313,13 +314,14 @@ class StoredNode:
     name: str
     kinds: list[str]
     properties: dict[str, Any]
+    environment_id: str | None
 
 
-NODE_COLUMNS = "id, object_id, name, kinds, properties"
+NODE_COLUMNS = "id, object_id, name, kinds, properties, environment_id"
 
 
 def stored_node(r: Row) -> StoredNode:
-    return StoredNode(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]))
+    return StoredNode(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5])
 
 
 async def get_nodes(conn: Connection, object_ids: Iterable[str]) -> dict[str, StoredNode]:
@@ -330,6 +332,17 @@ async def get_nodes(conn: Connection, object_ids: Iterable[str]) -> dict[str, St
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE object_id IN ({marks})", *chunk
         ):
             found[r[1]] = stored_node(r)
+    return found
+
+
+async def node_ids(conn: Connection, object_ids: Iterable[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in chunks(sorted(set(object_ids)), 500):
+        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
+        for node_id, object_id in await conn.fetch(
+            f"SELECT id, object_id FROM nodes WHERE object_id IN ({marks})", *chunk
+        ):
+            found[object_id] = node_id
     return found
 
 
@@ -354,58 +367,87 @@ async def find_nodes_by_property(
 
 
 async def upsert_nodes(
-    conn: Connection,
-    nodes: Sequence[tuple[str, str, list[str], dict[str, Any]]],
-    run_id: str,
-    now: datetime,
-) -> dict[str, int]:
-    """Insert or replace nodes (object id, name, kinds, properties); returns their ids."""
+    conn: Connection, nodes: Sequence[NodeRecord], run_id: str, now: datetime
+) -> None:
+    """Insert or replace collected nodes (already merged with what was stored)."""
     await conn.executemany(
-        """INSERT INTO nodes (object_id, name, label, kinds, properties, run_id, created_at,
-            updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+        """INSERT INTO nodes (object_id, name, label, kinds, properties, environment_id, run_id,
+            created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
         ON CONFLICT (object_id) DO UPDATE SET name = excluded.name, label = excluded.label,
-            kinds = excluded.kinds, properties = excluded.properties, run_id = excluded.run_id,
+            kinds = excluded.kinds, properties = excluded.properties,
+            environment_id = excluded.environment_id, run_id = excluded.run_id,
             updated_at = excluded.updated_at""",
-        [
-            (
-                oid,
-                name,
-                kinds[0] if kinds else "Entity",
-                json.dumps(kinds),
-                json.dumps(props),
-                run_id,
-                now,
-            )
-            for oid, name, kinds, props in nodes
-        ],
+        [(n.object_id, n.name, n.kinds[0] if n.kinds else "Entity", json.dumps(n.kinds),
+          json.dumps(n.properties), n.environment_id, run_id, now) for n in nodes],
+    )  # fmt: skip
+    ids = await node_ids(conn, (n.object_id for n in nodes))
+    kind_ids = await ensure_kinds(conn, (k for n in nodes for k in n.kinds))
+    await conn.executemany(
+        "DELETE FROM node_kinds WHERE node_id = $1", [(ids[n.object_id],) for n in nodes]
     )
-    stored = await get_nodes(conn, (n[0] for n in nodes))
-    ids = {oid: node.id for oid, node in stored.items()}
-    kind_ids = await ensure_kinds(conn, (k for n in nodes for k in n[2]))
-    node_ids = [(ids[n[0]],) for n in nodes]
-    await conn.executemany("DELETE FROM node_kinds WHERE node_id = $1", node_ids)
     await conn.executemany(
         "INSERT INTO node_kinds (node_id, kind_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        [(ids[oid], kind_ids[k]) for oid, _, kinds, _ in nodes for k in kinds],
+        [(ids[n.object_id], kind_ids[k]) for n in nodes for k in n.kinds],
     )
+
+
+async def ensure_nodes(conn: Connection, wanted: dict[str, str], now: datetime) -> dict[str, int]:
+    """Ids of the given object ids, adding a stub node (of the given kind) for each missing one.
+
+    Stubs carry no run: they were referenced, not collected, so run statistics skip them.
+    """
+    ids = await node_ids(conn, wanted)
+    missing = [(oid, kind) for oid, kind in wanted.items() if oid not in ids]
+    if missing:
+        await conn.executemany(
+            """INSERT INTO nodes (object_id, name, label, kinds, properties, created_at,
+                updated_at) VALUES ($1, $1, $2, $3, '{}', $4, $4)""",
+            [(oid, kind, json.dumps([kind]), now) for oid, kind in missing],
+        )
+        added = await node_ids(conn, (oid for oid, _ in missing))
+        kind_ids = await ensure_kinds(conn, (kind for _, kind in missing))
+        await conn.executemany(
+            "INSERT INTO node_kinds (node_id, kind_id) VALUES ($1, $2)",
+            [(added[oid], kind_ids[kind]) for oid, kind in missing],
+        )
+        ids.update(added)
     return ids
 
 
 async def upsert_edges(
     conn: Connection,
-    edges: Sequence[tuple[int, int, str, dict[str, Any]]],
+    edges: Sequence[tuple[int, int, str, dict[str, Any], str | None]],
     run_id: str,
     now: datetime,
 ) -> None:
-    """Insert or update edges (start node id, end node id, kind, properties)."""
+    """Insert or update edges (start id, end id, kind, properties, environment id)."""
     kind_ids = await ensure_kinds(conn, (e[2] for e in edges))
     await conn.executemany(
-        """INSERT INTO edges (start_id, end_id, kind_id, properties, run_id, created_at,
-            updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)
+        """INSERT INTO edges (start_id, end_id, kind_id, properties, environment_id, run_id,
+            created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
         ON CONFLICT (end_id, kind_id, start_id) DO UPDATE SET properties = excluded.properties,
-            run_id = excluded.run_id, updated_at = excluded.updated_at""",
-        [(s, e, kind_ids[k], json.dumps(p), run_id, now) for s, e, k, p in edges],
+            environment_id = excluded.environment_id, run_id = excluded.run_id,
+            updated_at = excluded.updated_at""",
+        [(s, e, kind_ids[k], json.dumps(p), env, run_id, now) for s, e, k, p, env in edges],
     )
+
+
+async def delete_nodes(conn: Connection, object_ids: Sequence[str]) -> None:
+    """Remove nodes (collectors report deleted objects); their edges go with them."""
+    for chunk in chunks(object_ids, 500):
+        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
+        await conn.execute(f"DELETE FROM nodes WHERE object_id IN ({marks})", *chunk)
+
+
+async def count_run(conn: Connection, run_id: str) -> tuple[int, int]:
+    """Nodes collected and edges produced by one run."""
+    row = await conn.fetchrow(
+        """SELECT (SELECT count(*) FROM nodes WHERE run_id = $1),
+            (SELECT count(*) FROM edges WHERE run_id = $1)""",
+        run_id,
+    )
+    assert row is not None
+    return int(row[0]), int(row[1])
 
 
 async def insert_ingest_run(
@@ -444,6 +486,100 @@ async def count_extension_kinds(conn: Connection, extension_id: int) -> list[Kin
         extension_id,
     )
     return [KindCount(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+
+async def fill_edge_environments(conn: Connection, run_id: str) -> None:
+    """Edges whose record named no environment take their end node's, else their start's."""
+    await conn.execute(
+        """UPDATE edges SET environment_id = COALESCE(
+            (SELECT n.environment_id FROM nodes n WHERE n.id = edges.end_id),
+            (SELECT n.environment_id FROM nodes n WHERE n.id = edges.start_id))
+        WHERE run_id = $1 AND environment_id IS NULL""",
+        run_id,
+    )
+
+
+@dataclass
+class RunCount:
+    environment_id: str
+    kind_id: int
+    kind_name: str
+    count: int
+
+
+async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], list[RunCount]]:
+    """Per environment and kind: the nodes a run collected, and the edges it produced."""
+    nodes = await conn.fetch(
+        """SELECT n.environment_id, k.id, k.name, count(*) FROM nodes n
+        JOIN node_kinds nk ON nk.node_id = n.id JOIN kinds k ON k.id = nk.kind_id
+        WHERE n.run_id = $1 AND n.environment_id IS NOT NULL
+        GROUP BY n.environment_id, k.id, k.name""",
+        run_id,
+    )
+    edges = await conn.fetch(
+        """SELECT x.environment_id, k.id, k.name, count(*) FROM edges x
+        JOIN kinds k ON k.id = x.kind_id
+        WHERE x.run_id = $1 AND x.environment_id IS NOT NULL
+        GROUP BY x.environment_id, k.id, k.name""",
+        run_id,
+    )
+    return (
+        [RunCount(r[0], r[1], r[2], int(r[3])) for r in nodes],
+        [RunCount(r[0], r[1], r[2], int(r[3])) for r in edges],
+    )
+
+
+@dataclass
+class EnvironmentInstance:
+    environment_id: str  # the object id of the domain, tenant, ... node
+    extension_id: int
+    environment_kind_id: int
+    environment_kind: str
+
+
+async def environment_instances(
+    conn: Connection, environment_ids: Iterable[str]
+) -> list[EnvironmentInstance]:
+    """The stored nodes among these ids that are of a registered environment kind."""
+    found = []
+    for chunk in chunks(sorted(set(environment_ids)), 500):
+        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
+        rows = await conn.fetch(
+            f"""SELECT n.object_id, se.extension_id, se.environment_kind_id, k.name FROM nodes n
+            JOIN node_kinds nk ON nk.node_id = n.id
+            JOIN schema_environments se ON se.environment_kind_id = nk.kind_id
+                AND se.deleted_at IS NULL
+            JOIN kinds k ON k.id = se.environment_kind_id
+            WHERE n.object_id IN ({marks}) ORDER BY n.object_id, se.extension_id""",
+            *chunk,
+        )
+        found += [EnvironmentInstance(r[0], r[1], r[2], r[3]) for r in rows]
+    return found
+
+
+async def extension_kinds(conn: Connection) -> dict[int, dict[int, str]]:
+    """Per extension: its kind ids and their category (node or relationship)."""
+    kinds: dict[int, dict[int, str]] = {}
+    for extension_id, kind_id, category in await conn.fetch(
+        "SELECT extension_id, kind_id, category FROM schema_extension_kinds"
+    ):
+        kinds.setdefault(extension_id, {})[kind_id] = category
+    return kinds
+
+
+async def insert_environment_stats(
+    conn: Connection,
+    rows: Sequence[tuple[AggregationRow, str]],
+    created_at: datetime,
+) -> None:
+    """Per-instance metrics: (the row, the environment instance's object id)."""
+    await conn.executemany(
+        """INSERT INTO data_quality_environment_stats (run_id, extension_id,
+            environment_kind_id, environment_id, metric_type, metric_name, metric_value,
+            kind_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+        [(r.run_id, r.extension_id, r.environment_kind_id, env, r.metric_type, r.metric_name,
+          r.metric_value, r.kind_id, created_at) for r, env in rows],
+    )  # fmt: skip
 
 
 async def count_graph(conn: Connection) -> tuple[int, int]:
