@@ -1,10 +1,10 @@
-"""`graphsvc demo`: a realistic dataset in an empty store, loaded through the ingest path."""
+"""`graphsvc demo`: a realistic dataset in an empty store, written as collector files
+(SharpHound, AzureHound, OpenGraph) and loaded through the ingest path."""
 
 from __future__ import annotations
 
 import json
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +15,7 @@ from graphsvc import service, store
 from graphsvc.crypto import KeyBox
 from graphsvc.db import Connection
 from graphsvc.errors import ApiError
+from graphsvc.generate import Domain, Tenant, write_azurehound, write_sharphound
 from graphsvc.ingest import ingest_files
 
 DOMAIN = "CONTOSO.LOCAL"
@@ -47,6 +48,46 @@ def sid(rid: int) -> str:
     return f"{DOMAIN_SID}-{rid}"
 
 
+def demo_domain() -> Domain:
+    """One domain; DCOM held directly and through groups nested three levels deep."""
+    domain = Domain(DOMAIN, DOMAIN_SID)
+    domain.users = {500: "ADMINISTRATOR", 501: "GUEST", 1104: "ALICE", 1105: "BOB",
+                    1106: "CAROL", 1107: "DAVE", 1108: "ERIN", 1109: "FRANK", 1110: "GRACE",
+                    1111: "SVC_BACKUP", 1112: "SVC_SCCM"}  # fmt: skip
+    domain.groups = {512: "DOMAIN ADMINS", 513: "DOMAIN USERS", 515: "DOMAIN COMPUTERS",
+                     1200: "IT OPERATIONS", 1201: "HELPDESK", 1202: "TIER1 SUPPORT",
+                     1203: "DCOM OPERATORS", 1204: "SERVER ADMINS"}  # fmt: skip
+    domain.computers = {1000: "DC01", 1300: "FILE01", 1301: "APP01", 1302: "WS01",
+                        1303: "WS02", 1304: "WS03"}  # fmt: skip
+    domain.members = {512: [500], 1201: [1202, 1106], 1200: [1201, 1107, 1302],
+                      1203: [1200], 1202: [1104, 1105], 1204: [1108]}  # fmt: skip
+    domain.dcom = {1300: [1203, 1111], 1301: [1204, 1112], 1303: [1109], 1000: [512]}
+    return domain
+
+
+def demo_tenants(days_ago: int) -> list[Tenant]:
+    """Two tenants that grew over the last month (older snapshots are smaller)."""
+    shapes = {
+        "CONTOSO": {"AZUser": 8, "AZGroup": 3, "AZApp": 3, "AZServicePrincipal": 4,
+                    "AZDevice": 3, "AZManagementGroup": 1, "AZSubscription": 2,
+                    "AZResourceGroup": 3, "AZVM": 4, "AZKeyVault": 2},
+        "FABRIKAM": {"AZUser": 4, "AZGroup": 2, "AZApp": 1, "AZServicePrincipal": 2,
+                     "AZDevice": 1, "AZManagementGroup": 1, "AZSubscription": 1,
+                     "AZResourceGroup": 1, "AZVM": 1, "AZKeyVault": 1},
+    }  # fmt: skip
+    tenants = []
+    for tenant_id, name in TENANTS.items():
+        counts = {
+            k: max(1, v - (days_ago * v) // (2 * HISTORY_DAYS)) for k, v in shapes[name].items()
+        }
+        tenants.append(Tenant(tenant_id, name, counts))
+    return tenants
+
+
+GITHUB_NODES = ["GHOrganization", "GHUser", "GHTeam", "GHRepository"]
+GITHUB_RELATIONSHIPS = ["GHMemberOf", "GHCanPush", "GHOwns"]
+
+
 def node(object_id: str, kind: str, name: str, **props: Any) -> dict[str, Any]:
     return {"id": object_id, "kinds": [kind], "properties": {"name": name, **props}}
 
@@ -55,207 +96,37 @@ def edge(kind: str, start: str, end: str) -> dict[str, Any]:
     return {"kind": kind, "start": {"value": start}, "end": {"value": end}}
 
 
-def active_directory_graph() -> dict[str, Any]:
-    """One domain; DCOM held directly and through groups nested three levels deep."""
-    users = {
-        500: "ADMINISTRATOR",
-        1104: "ALICE",
-        1105: "BOB",
-        1106: "CAROL",
-        1107: "DAVE",
-        1108: "ERIN",
-        1109: "FRANK",
-        1110: "GRACE",
-        1111: "SVC_BACKUP",
-        1112: "SVC_SCCM",
-    }
-    groups = {
-        512: "DOMAIN ADMINS",
-        513: "DOMAIN USERS",
-        515: "DOMAIN COMPUTERS",
-        1200: "IT OPERATIONS",
-        1201: "HELPDESK",
-        1202: "TIER1 SUPPORT",
-        1203: "DCOM OPERATORS",
-        1204: "SERVER ADMINS",
-    }
-    computers = {
-        1000: "DC01",
-        1300: "FILE01",
-        1301: "APP01",
-        1302: "WS01",
-        1303: "WS02",
-        1304: "WS03",
-    }
-    authenticated, everyone = f"{DOMAIN}-S-1-5-11", f"{DOMAIN}-S-1-1-0"
-    nodes = [node(DOMAIN_SID, "Domain", DOMAIN, domainsid=DOMAIN_SID, collected=True)]
-    nodes += [node(sid(r), "User", f"{n}@{DOMAIN}", enabled=True) for r, n in users.items()]
-    nodes += [node(sid(r), "Group", f"{n}@{DOMAIN}") for r, n in groups.items()]
-    nodes += [
-        node(authenticated, "Group", f"AUTHENTICATED USERS@{DOMAIN}"),
-        node(everyone, "Group", f"EVERYONE@{DOMAIN}"),
-    ]
-    nodes += [
-        node(
-            sid(r),
-            "Computer",
-            f"{n}.{DOMAIN}",
-            operatingsystem="Windows Server 2022" if r < 1302 else "Windows 11 Enterprise",
-        )
-        for r, n in computers.items()
-    ]
-    member_of = [(sid(u), sid(513)) for u in users] + [(sid(c), sid(515)) for c in computers]
-    member_of += [
-        (sid(513), authenticated),
-        (sid(515), authenticated),
-        (authenticated, everyone),
-        (sid(500), sid(512)),
-        (sid(1202), sid(1201)),
-        (sid(1201), sid(1200)),
-        (sid(1200), sid(1203)),
-        (sid(1104), sid(1202)),
-        (sid(1105), sid(1202)),
-        (sid(1106), sid(1201)),
-        (sid(1107), sid(1200)),
-        (sid(1302), sid(1200)),
-        (sid(1108), sid(1204)),
-    ]
-    dcom = [
-        (sid(1203), sid(1300)),
-        (sid(1111), sid(1300)),
-        (sid(1204), sid(1301)),
-        (sid(1112), sid(1301)),
-        (sid(1109), sid(1303)),
-        (sid(512), sid(1000)),
-    ]
-    contains = [(DOMAIN_SID, n["id"]) for n in nodes[1:]]
-    edges = (
-        [edge("MemberOf", s, e) for s, e in member_of]
-        + [edge("ExecuteDCOM", s, e) for s, e in dcom]
-        + [edge("Contains", s, e) for s, e in contains]
-    )
-    return {"metadata": {"source_kind": "Base"}, "graph": {"nodes": nodes, "edges": edges}}
-
-
-AZURE_SHAPE = {  # per tenant: (kind, count)
-    "CONTOSO": [
-        ("AZUser", 8),
-        ("AZGroup", 3),
-        ("AZApp", 3),
-        ("AZServicePrincipal", 4),
-        ("AZDevice", 3),
-        ("AZManagementGroup", 1),
-        ("AZSubscription", 2),
-        ("AZResourceGroup", 3),
-        ("AZVM", 4),
-        ("AZKeyVault", 2),
-    ],
-    "FABRIKAM": [
-        ("AZUser", 4),
-        ("AZGroup", 2),
-        ("AZApp", 1),
-        ("AZServicePrincipal", 2),
-        ("AZDevice", 1),
-        ("AZManagementGroup", 1),
-        ("AZSubscription", 1),
-        ("AZResourceGroup", 1),
-        ("AZVM", 1),
-        ("AZKeyVault", 1),
-    ],
-}
-TENANT_FIELDS = {
-    "AZUser": "users",
-    "AZGroup": "groups",
-    "AZApp": "apps",
-    "AZServicePrincipal": "service_principals",
-    "AZDevice": "devices",
-    "AZManagementGroup": "management_groups",
-    "AZSubscription": "subscriptions",
-    "AZResourceGroup": "resource_groups",
-    "AZVM": "vms",
-    "AZKeyVault": "key_vaults",
-}
-
-
-def azure_graph() -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
-    """Two tenants; returns the graph and each tenant's counts as the stats record has them."""
-    nodes, edges, counts = [], [], {}
-    for tenant_id, tenant_name in TENANTS.items():
-        nodes.append(node(tenant_id, "AZTenant", tenant_name, tenantid=tenant_id))
-        tenant_counts = dict.fromkeys(TENANT_FIELDS.values(), 0)
-        users: list[str] = []
-        groups: list[str] = []
-        for kind, n in AZURE_SHAPE[tenant_name]:
-            for i in range(1, n + 1):
-                oid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant_id}/{kind}/{i}")).upper()
-                nodes.append(
-                    node(oid, kind, f"{kind[2:].upper()}{i}@{tenant_name}", tenantid=tenant_id)
-                )
-                edges.append(edge("AZContains", tenant_id, oid))
-                (users if kind == "AZUser" else groups if kind == "AZGroup" else []).append(oid)
-            tenant_counts[TENANT_FIELDS[kind]] = n
-        edges += [edge("AZMemberOf", u, groups[i % len(groups)]) for i, u in enumerate(users)]
-        tenant_counts["relationships"] = sum(
-            1 for e in edges if e["start"]["value"] == tenant_id or e["end"]["value"] in groups
-        )
-        counts[tenant_id] = tenant_counts
-    return {
-        "metadata": {"source_kind": "AZBase"},
-        "graph": {"nodes": nodes, "edges": edges},
-    }, counts
-
-
-GITHUB_NODES = ["GHOrganization", "GHUser", "GHTeam", "GHRepository"]
-GITHUB_RELATIONSHIPS = ["GHMemberOf", "GHCanPush", "GHOwns"]
-
-
 def github_graph() -> dict[str, Any]:
     """An OpenGraph extension's data: one organisation with users, teams and repositories."""
     org = "GH-ORG-CONTOSO"
-    nodes = [node(org, "GHOrganization", "contoso")]
-    nodes += [node(f"GH-USER-{i}", "GHUser", f"dev{i}") for i in range(1, 7)]
-    nodes += [node(f"GH-TEAM-{t}", "GHTeam", t) for t in ("platform", "security")]
-    nodes += [node(f"GH-REPO-{r}", "GHRepository", r) for r in ("api", "web", "infra")]
-    edges = [
-        edge("GHMemberOf", f"GH-USER-{i}", f"GH-TEAM-{'platform' if i % 2 else 'security'}")
-        for i in range(1, 7)
-    ]
+    nodes = [node(org, "GHOrganization", "contoso", environmentid=org)]
+    nodes += [node(f"GH-USER-{i}", "GHUser", f"dev{i}", environmentid=org) for i in range(1, 7)]
+    nodes += [node(f"GH-TEAM-{t}", "GHTeam", t, environmentid=org)
+              for t in ("platform", "security")]  # fmt: skip
+    nodes += [node(f"GH-REPO-{r}", "GHRepository", r, environmentid=org)
+              for r in ("api", "web", "infra")]  # fmt: skip
+    edges = [edge("GHMemberOf", f"GH-USER-{i}", f"GH-TEAM-{'platform' if i % 2 else 'security'}")
+             for i in range(1, 7)]  # fmt: skip
     edges += [edge("GHCanPush", "GH-TEAM-platform", f"GH-REPO-{r}") for r in ("api", "web")]
     edges += [edge("GHCanPush", "GH-TEAM-security", "GH-REPO-infra")]
     edges += [edge("GHOwns", org, f"GH-REPO-{r}") for r in ("api", "web", "infra")]
     return {"metadata": {"source_kind": "GHBase"}, "graph": {"nodes": nodes, "edges": edges}}
 
 
-async def record_history(
-    conn: Connection, now: datetime, tenant_counts: dict[str, dict[str, int]]
-) -> None:
-    """Daily tenant stats for 30 days and aggregation rows for several runs, counts growing
-    towards today's, which are the ingested graph's own."""
-    for tenant_id, counts in tenant_counts.items():
-        for day in range(HISTORY_DAYS):
-            past = {k: max(0, v - (day * v) // (2 * HISTORY_DAYS)) for k, v in counts.items()}
-            run_id = str(uuid.uuid4())
-            await store.insert_tenant_stats(
-                conn, tenant_id, past, run_id, now - timedelta(days=day)
-            )
-    for extension in await store.list_extensions(conn):
-        metrics = await store.count_extension_kinds(conn, extension.id)
-        for env_kind_id, _, _ in extension.environments:
-            for run in range(AGGREGATION_RUNS):
-                run_id = str(uuid.uuid4())
-                rows = [
-                    store.AggregationRow(
-                        run_id,
-                        extension.id,
-                        env_kind_id,
-                        k.metric_type,
-                        k.kind_name,
-                        float(k.count - (run * k.count) // 10),
-                        k.kind_id if k.metric_type == "node" else None,
-                    )
-                    for k in metrics
-                ]
-                await store.insert_aggregations(conn, rows, now - timedelta(days=run))
+async def ingest_history(conn: Connection, folder: Path, now: datetime) -> str:
+    """Thirty daily AzureHound collections and five AD and GitHub runs, oldest first, each
+    written as collector files and ingested as its own run; returns the newest AD run."""
+    for day in reversed(range(HISTORY_DAYS)):
+        path = write_azurehound(folder / f"azurehound-{day}.json", demo_tenants(day))
+        await ingest_files(conn, [path], now=now - timedelta(days=day))
+    (folder / "github.json").write_text(json.dumps(github_graph()))
+    run_id = ""
+    for day in reversed(range(AGGREGATION_RUNS)):
+        paths = write_sharphound(folder / f"sharphound-{day}", demo_domain())
+        run = await ingest_files(conn, [*paths, folder / "github.json"],
+                                 now=now - timedelta(days=day))  # fmt: skip
+        run_id = run.run_id
+    return run_id
 
 
 def collection_plan(domains: list[str]) -> store.CollectionPlan:
@@ -356,19 +227,9 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
         [("GHOrganization", "GHBase")],
         now,
     )
-    azure, tenant_counts = azure_graph()
     with tempfile.TemporaryDirectory(prefix="graphsvc-demo-") as folder:
-        paths = []
-        for name, document in (
-            ("ad", active_directory_graph()),
-            ("azure", azure),
-            ("github", github_graph()),
-        ):
-            path = Path(folder) / f"demo-{name}.json"
-            path.write_text(json.dumps(document))
-            paths.append(path)
-        run = await ingest_files(conn, paths)
-    await record_history(conn, now, tenant_counts)
+        run_id = await ingest_history(conn, Path(folder), now)
+    nodes, edges = await store.count_graph(conn)
 
     admin_id = await service.create_user(conn, "admin", "Administrator", secret, False)
     token = await service.create_token(conn, keys, user_id=admin_id, name="demo admin token")
@@ -396,7 +257,7 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
     client_ids = await create_clients(conn, keys, admin_id, now)
     extensions = await store.list_extensions(conn)
     return DemoResult(
-        run_id=run.run_id,
+        run_id=run_id,
         admin_username="admin",
         admin_secret=secret,
         token_id=token.id,
@@ -407,5 +268,5 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
         extension_ids=[x.id for x in extensions],
         saml_provider_ids=saml_ids,
         client_ids=client_ids,
-        counts={"nodes": run.nodes, "edges": run.edges},
+        counts={"nodes": nodes, "edges": edges},
     )

@@ -83,10 +83,12 @@ async def ingest_files(
     conn: Connection,
     paths: Sequence[Path],
     progress: Callable[[Source], Progress] | None = None,
+    now: datetime | None = None,
 ) -> IngestResult:
-    """Ingest files, folders and zips as one run in the caller's transaction."""
+    """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
+    run's time (the collection's, when loading history)."""
     sources = expand(list(paths))
-    run_id, now = str(uuid.uuid4()), datetime.now(UTC)
+    run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
     formats: dict[str, int] = {}
     for source in sources:
