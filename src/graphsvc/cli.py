@@ -188,6 +188,72 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
 
 
 @main.group()
+def schema() -> None:
+    """Graph schema extensions and their environment kinds."""
+
+
+@schema.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def schema_list(as_json: bool) -> None:
+    """Extensions and environment kinds, with the ids the API asks for."""
+    from graphsvc import store
+
+    extensions = run_write(load_settings(), store.list_extensions)
+    data: list[dict[str, Any]] = [{"id": x.id, "name": x.name, "display_name": x.display_name,
+             "version": x.version,
+             "builtin": x.is_builtin, "environment_kinds": [
+                 {"id": kind_id, "name": kind, "source_kind": source}
+                 for kind_id, kind, source in x.environments]} for x in extensions]  # fmt: skip
+    lines = []
+    for x in data:
+        lines.append(f"extension {x['id']}: {x['name']} ({x['display_name']}, {x['version']})")
+        lines += [f"  environment kind {k['id']}: {k['name']}" for k in x["environment_kinds"]]
+    emit(as_json, data, "\n".join(lines))
+
+
+class ExtensionFile(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    display_name: str
+    version: str
+    node_kinds: list[str]
+    relationship_kinds: list[str]
+    environment_kinds: list[dict[str, str]]
+
+
+@schema.command("register")
+@click.argument("definition", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def schema_register(definition: Path, as_json: bool) -> None:
+    """Register an OpenGraph schema extension from a JSON file:
+    {"name", "display_name", "version", "node_kinds": [...], "relationship_kinds": [...],
+    "environment_kinds": [{"kind": ..., "source_kind": ...}]}."""
+    from graphsvc import store
+
+    try:
+        spec = msgspec.json.decode(definition.read_bytes(), type=ExtensionFile)
+        environments = [(e["kind"], e.get("source_kind")) for e in spec.environment_kinds]
+    except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
+        fail(f"{definition}: not an extension definition ({exc})")
+    if not environments or not spec.node_kinds:
+        fail(f"{definition}: an extension needs node kinds and at least one environment kind")
+    missing = [k for k, _ in environments if k not in spec.node_kinds]
+    if missing:
+        fail(f"{definition}: environment kinds must be node kinds too: {', '.join(missing)}")
+
+    async def work(conn: Connection) -> int:
+        if any(x.name == spec.name for x in await store.list_extensions(conn)):
+            raise ApiError(409, f"an extension named {spec.name!r} already exists", "name")
+        return await store.create_extension(
+            conn, spec.name, spec.display_name, spec.version, spec.node_kinds,
+            spec.relationship_kinds, environments, datetime.now(UTC),
+        )  # fmt: skip
+
+    extension_id = run_write(load_settings(), work)
+    emit(as_json, {"id": extension_id, "name": spec.name},
+         f"extension {spec.name} registered: id {extension_id}")  # fmt: skip
+
+
+@main.group()
 def user() -> None:
     """Users."""
 
