@@ -204,3 +204,71 @@ def test_bad_setting_is_a_clear_error(tmp_path: Path) -> None:
         env={"GRAPHSVC_EDITION": "platinum", "GRAPHSVC_DATA_DIR": str(tmp_path)},
     )
     assert result.exit_code == 1 and "edition" in result.stderr
+
+
+def test_schema_register_list_and_ingest_for_the_extension(
+    cli: Callable[..., Result], tmp_path: Path, make_env: Any
+) -> None:
+    definition = tmp_path / "okta.json"
+    definition.write_text(json.dumps({
+        "name": "OKTA", "display_name": "Okta", "version": "1.0",
+        "node_kinds": ["OktaOrg", "OktaUser", "OktaGroup"],
+        "relationship_kinds": ["OktaMemberOf"],
+        "environment_kinds": [{"kind": "OktaOrg", "source_kind": "OktaBase"}]}))  # fmt: skip
+    registered = ok_json(cli("schema", "register", str(definition), "--json"))
+    again = cli("schema", "register", str(definition))
+    assert again.exit_code == 1 and "already exists" in again.stderr
+    listed = ok_json(cli("schema", "list", "--json"))
+    okta = next(x for x in listed if x["name"] == "OKTA")
+    assert okta["id"] == registered["id"] and not okta["builtin"]
+    assert {x["name"] for x in listed} >= {"AD", "AZ", "OKTA"}
+    environment_kind = okta["environment_kinds"][0]["id"]
+
+    org = "ORG-1"
+    data = {"metadata": {"source_kind": "OktaBase"}, "graph": {
+        "nodes": [{"id": org, "kinds": ["OktaOrg"], "properties": {"environmentid": org}}]
+        + [{"id": f"U{i}", "kinds": ["OktaUser"], "properties": {"environmentid": org}}
+           for i in range(3)]
+        + [{"id": "G1", "kinds": ["OktaGroup"], "properties": {"environmentid": org}},
+           {"id": "STRAY", "kinds": ["OktaUser"]}],
+        "edges": [{"kind": "OktaMemberOf", "start": {"value": f"U{i}"}, "end": {"value": "G1"}}
+                  for i in range(3)]}}  # fmt: skip
+    (tmp_path / "okta-data.json").write_text(json.dumps(data))
+    run = ok_json(cli("ingest", str(tmp_path / "okta-data.json"), "--json"))
+    env: Env = make_env()
+    env.create_admin()
+    body = env.get(f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
+                   f"{environment_kind}&schema_extension_id={okta['id']}").json()  # fmt: skip
+    rows = {(r["metric_type"], r["metric_name"]): r["metric_value"] for r in body["data"]
+            if r["run_id"] == run["run_id"]}  # fmt: skip
+    # The node without an environmentid belongs to no environment and is not counted.
+    assert rows == {
+        ("node", "OktaOrg"): 1.0,
+        ("node", "OktaUser"): 3.0,
+        ("node", "OktaGroup"): 1.0,
+        ("relationship", "OktaMemberOf"): 3.0,
+    }
+
+
+def test_schema_register_rejects_bad_definitions(cli: Callable[..., Result], tmp_path: Path
+                                                 ) -> None:  # fmt: skip
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "X"}))
+    result = cli("schema", "register", str(bad))
+    assert result.exit_code == 1 and "bad.json: not an extension definition" in result.stderr
+    bad.write_text(json.dumps({"name": "X", "display_name": "X", "version": "1",
+                               "node_kinds": ["A"], "relationship_kinds": [],
+                               "environment_kinds": [{"kind": "B"}]}))  # fmt: skip
+    result = cli("schema", "register", str(bad))
+    assert result.exit_code == 1 and "must be node kinds too: B" in result.stderr
+
+
+def test_ingest_reports_progress_as_plain_lines_off_a_terminal(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    (tmp_path / "a.json").write_text(
+        json.dumps({"graph": {"nodes": [{"id": "a", "kinds": ["A"]}]}})
+    )
+    result = cli("ingest", str(tmp_path / "a.json"))
+    assert result.exit_code == 0
+    assert f"reading {tmp_path / 'a.json'} (" in result.stderr

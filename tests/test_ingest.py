@@ -365,5 +365,5 @@ def test_an_unreadable_or_non_utf8_file_is_named(env: Env, tmp_path: Path) -> No
         r"bytes in UTF8 string\.\)",
     ):
         ingest(env, path)
-    with pytest.raises(IngestError, match="absent.json: no such file or folder"):
+    with pytest.raises(IngestError, match=r"absent\.json: no such file or folder"):
         ingest(env, tmp_path / "absent.json")

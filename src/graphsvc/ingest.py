@@ -64,7 +64,7 @@ async def ingest_source(source: Source, writer: GraphWriter, progress: Progress 
     if not metas:
         await opengraph.ingest(read, source.label, writer)
         return "opengraph"
-    meta = metas[0]
+    meta = sharphound.lower_keys(metas[0])
     kind = meta.get("type") if isinstance(meta, dict) else None
     if not isinstance(kind, str):
         raise IngestError(source.label, "must be an object with a string 'type'", "meta")

@@ -1,0 +1,419 @@
+"""SharpHound input: the shared fixtures, DCOM rights through nested groups and well-known
+links, statistics checked against counts computed here from the raw files, and bad zips."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphsvc import store
+from graphsvc.generate import Domain, write_sharphound
+from graphsvc.ingest import IngestResult, ingest_files
+from graphsvc.records import IngestError
+from tests.conftest import Env
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+CE = SHARED / "bloodhound-ce" / "fixtures"
+FIXTURES = {
+    "v6 folder": CE / "v6" / "ingest",
+    "v5 computers": CE / "v5" / "ingest" / "computers.json",
+    "adcs zip": CE / "v6" / "all" / "adcs.zip",
+    "sample zip (3 domains, 3 collections)": SHARED / "bloodhound-docs" / "ad_sampledata.zip",
+    "utf-8 bom": CE / "utf8bomjson.json",
+}
+TESTLAB = "S-1-5-21-3130019616-2776909439-2417379446"
+WIN10 = f"{TESTLAB}-1104"
+LABELS = {"users": "User", "computers": "Computer", "groups": "Group", "domains": "Domain",
+          "ous": "OU", "gpos": "GPO", "containers": "Container", "aiacas": "AIACA",
+          "rootcas": "RootCA", "enterprisecas": "EnterpriseCA", "ntauthstores": "NTAuthStore",
+          "certtemplates": "CertTemplate", "issuancepolicies": "IssuancePolicy"}  # fmt: skip
+
+
+def fixture(name: str) -> Path:
+    path = FIXTURES[name]
+    if not path.exists():
+        pytest.skip(f"shared fixture {path} is not present")
+    return path
+
+
+def ingest(env: Env, *paths: Path) -> IngestResult:
+    return env.run(lambda conn: ingest_files(conn, list(paths)))
+
+
+# --- the expected graph, computed from the raw files without graphsvc's code ----------------
+
+
+def raw_documents(path: Path) -> list[dict[str, Any]]:
+    if path.is_dir():
+        return [d for p in sorted(path.glob("*.json")) for d in raw_documents(p)]
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return [json.loads(z.read(n).decode("utf-8-sig")) for n in z.namelist()
+                    if n.endswith(".json")]  # fmt: skip
+    return [json.loads(path.read_bytes().decode("utf-8-sig"))]
+
+
+def low(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k.lower(): low(v) for k, v in value.items()}
+    return [low(v) for v in value] if isinstance(value, list) else value
+
+
+def refs(items: Any) -> list[str]:
+    found = []
+    for item in items or []:
+        oid = item.get("objectidentifier") or item.get("memberid")
+        if oid and not oid.upper().startswith("DN="):
+            found.append(oid.upper())
+    return found
+
+
+class Expected:
+    """Distinct nodes per kind and distinct edges per kind of one run, by the documented rules:
+    a node or edge belongs to a domain (its domainsid, else the SID's domain part, else for an
+    edge its end's then its start's domain), and only domains with a domain record count."""
+
+    def __init__(self, documents: list[dict[str, Any]]) -> None:
+        self.nodes: dict[str, tuple[str, str | None]] = {}
+        self.edges: dict[tuple[str, str, str], str | None] = {}
+        self.deleted: set[str] = set()
+        self.domains: set[str] = set()
+        for document in documents:
+            kind = document["meta"]["type"]
+            for raw in document["data"]:
+                self.read(kind, raw)
+        for oid in self.deleted:
+            self.nodes.pop(oid, None)
+        self.edges = {t: e for t, e in self.edges.items()
+                      if t[0] not in self.deleted and t[2] not in self.deleted}  # fmt: skip
+
+    def edge(self, start: str, kind: str, end: str, env: str | None) -> None:
+        self.edges[(start, kind, end)] = env
+
+    def read(self, kind: str, raw: Any) -> None:
+        if kind == "deleted":
+            self.deleted.add(raw.upper())
+            return
+        record = low(raw)
+        if kind == "sessions":
+            computer = record["computersid"].upper()
+            self.edge(computer, "HasSession", record["usersid"].upper(), computer.rsplit("-", 1)[0])
+            return
+        oid = record["objectidentifier"].upper()
+        props = record.get("properties") or {}
+        match = re.fullmatch(r"(S-1-5-21-\d+-\d+-\d+)-\d+", oid)
+        domain = (props.get("domainsid") or record.get("domainsid")
+                  or (match.group(1) if match else None))  # fmt: skip
+        domain = oid if kind == "domains" else domain.upper() if domain else None
+        self.nodes[oid] = (LABELS[kind], domain)
+        if kind == "domains" and props.get("name"):
+            self.domains.add(oid)
+            name = props["name"].upper()
+            for well_known in (f"{name}-S-1-5-11", f"{name}-S-1-1-0"):
+                self.nodes[well_known] = ("Group", oid)
+            self.edge(f"{oid}-513", "MemberOf", f"{name}-S-1-5-11", oid)
+            self.edge(f"{oid}-515", "MemberOf", f"{name}-S-1-5-11", oid)
+            self.edge(f"{name}-S-1-5-11", "MemberOf", f"{name}-S-1-1-0", oid)
+            self.edge(f"{oid}-501", "MemberOf", f"{name}-S-1-1-0", oid)
+        if record.get("containedby"):
+            self.edge(refs([record["containedby"]])[0], "Contains", oid, domain)
+        for child in refs(record.get("childobjects")):
+            self.edge(oid, "Contains", child, domain)
+        for member in refs(record.get("members")):
+            self.edge(member, "MemberOf", oid, domain)
+        if record.get("primarygroupsid"):
+            self.edge(oid, "MemberOf", record["primarygroupsid"].upper(), domain)
+        for group in record.get("localgroups") or []:
+            if group.get("collected") and group["objectidentifier"].endswith("-562"):
+                for member in refs(group.get("results")):
+                    self.edge(member, "ExecuteDCOM", oid, domain)
+        legacy = record.get("dcomusers")
+        if isinstance(legacy, dict) and legacy.get("collected"):
+            for member in refs(legacy.get("results")):
+                self.edge(member, "ExecuteDCOM", oid, domain)
+        for block in ("sessions", "privilegedsessions", "registrysessions"):
+            for s in (record.get(block) or {}).get("results") or []:
+                self.edge(s["computersid"].upper(), "HasSession", s["usersid"].upper(), domain)
+        changes = record.get("gpochanges") or {}
+        for member in refs(changes.get("dcomusers")):
+            for computer in refs(changes.get("affectedcomputers")):
+                self.edge(member, "ExecuteDCOM", computer, domain)
+        for link in record.get("links") or []:
+            self.edge(link["guid"].upper(), "GPLink", oid, domain)
+
+    def domain_of_edge(self, triple: tuple[str, str, str]) -> str | None:
+        env = self.edges[triple]
+        for oid in (triple[2], triple[0]):
+            if env is None and oid in self.nodes:
+                env = self.nodes[oid][1]
+        return env
+
+    def node_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for label, domain in self.nodes.values():
+            if domain in self.domains:
+                counts.update([label, "Base"])
+        return counts
+
+    def edge_counts(self) -> Counter[str]:
+        return Counter(t[1] for t in self.edges if self.domain_of_edge(t) in self.domains)
+
+    def members_of(self, group: str) -> set[str]:
+        return {s for (s, k, e) in self.edges if k == "MemberOf" and e == group}
+
+    def dcom_holders(self, computer: str) -> set[str]:
+        found = {s for (s, k, e) in self.edges if k == "ExecuteDCOM" and e == computer}
+        todo = list(found)
+        while todo:
+            for member in self.members_of(todo.pop()) - found:
+                found.add(member)
+                todo.append(member)
+        return found
+
+
+def served_rows(env: Env, run_id: str) -> tuple[dict[str, float], dict[str, float]]:
+    body = env.get("/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+                   "&schema_extension_id=1&limit=10000").json()  # fmt: skip
+    rows = [r for r in body["data"] if r["run_id"] == run_id]
+    return ({r["metric_name"]: r["metric_value"] for r in rows if r["metric_type"] == "node"},
+            {r["metric_name"]: r["metric_value"] for r in rows
+             if r["metric_type"] == "relationship"})  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_fixture_statistics_equal_counts_from_the_raw_files(env: Env, name: str) -> None:
+    path = fixture(name)
+    result = ingest(env, path)
+    expected = Expected(raw_documents(path))
+    nodes, relationships = served_rows(env, result.run_id)
+    assert nodes == {k: float(v) for k, v in expected.node_counts().items()}
+    assert relationships == {k: float(v) for k, v in expected.edge_counts().items()}
+    if expected.domains:
+        assert nodes, "a fixture with a domain record yields statistics"
+
+
+def test_sample_zip_has_three_domains_and_real_counts(env: Env) -> None:
+    path = fixture("sample zip (3 domains, 3 collections)")
+    result = ingest(env, path)
+    nodes, _ = served_rows(env, result.run_id)
+    assert nodes["Domain"] == 3 and nodes["Computer"] == 34 and nodes["Group"] >= 219
+
+    async def per_domain(conn):  # type: ignore[no-untyped-def]
+        return await conn.fetch(
+            "SELECT environment_id, metric_value FROM data_quality_environment_stats "
+            "WHERE run_id = $1 AND metric_name = 'Domain' ORDER BY 1", result.run_id)  # fmt: skip
+
+    assert [float(r[1]) for r in env.run(per_domain)] == [1.0, 1.0, 1.0]
+
+
+def test_win10_dcom_rights_hold_everyone_and_its_nested_members(env: Env) -> None:
+    path = fixture("v6 folder")
+    ingest(env, path)
+    expected = Expected(raw_documents(path)).dcom_holders(WIN10)
+    body = env.get(f"/api/v2/computers/{WIN10}/dcom-rights?limit=1000").json()
+    served = {e["objectID"] for e in body["data"]}
+    assert served == expected and body["count"] == len(expected)
+    names = {e["name"] for e in body["data"]}
+    assert {"EVERYONE@TESTLAB.LOCAL", "AUTHENTICATED USERS@TESTLAB.LOCAL"} <= names
+    assert f"{TESTLAB}-513" in served and f"{TESTLAB}-515" in served  # the well-known links
+    assert len(served) > 10, "users and computers reach Everyone through their primary groups"
+
+
+def test_v5_computers_give_the_same_single_dcom_edge(env: Env) -> None:
+    ingest(env, fixture("v5 computers"))
+
+    async def dcom(conn):  # type: ignore[no-untyped-def]
+        return await conn.fetch(
+            "SELECT s.object_id, e.object_id FROM edges x JOIN kinds k ON k.id = x.kind_id "
+            "JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id "
+            "WHERE k.name = 'ExecuteDCOM'")  # fmt: skip
+
+    assert [tuple(r) for r in env.run(dcom)] == [("TESTLAB.LOCAL-S-1-1-0", WIN10)]
+
+
+def test_nested_group_dcom_lists_exactly_the_expected_principals(env: Env, tmp_path: Path) -> None:
+    """DCOM granted to a group of nested groups, by hand: OPS > (TEAM-A > TEAM-A1), TEAM-B."""
+    domain = Domain("EXAMPLE.LOCAL", "S-1-5-21-10-20-30")
+    domain.users = {1001: "ANA", 1002: "BEN", 1003: "CLEO", 1004: "DAN", 1005: "EVE",
+                    1006: "OUTSIDER"}  # fmt: skip
+    domain.groups = {
+        513: "DOMAIN USERS",
+        515: "DOMAIN COMPUTERS",
+        2000: "OPS",
+        2001: "TEAM-A",
+        2002: "TEAM-A1",
+        2003: "TEAM-B",
+        2004: "UNRELATED",
+    }
+    domain.computers = {3000: "SRV", 3001: "JUMP"}
+    domain.members = {2000: [2001, 2003], 2001: [2002, 1001], 2002: [1002, 3001],
+                      2003: [1003, 2001], 2004: [1006]}  # fmt: skip
+    domain.dcom = {3000: [2000, 1004]}
+    ingest(env, *write_sharphound(tmp_path, domain))
+    body = env.get(f"/api/v2/computers/{domain.id_of(3000)}/dcom-rights?limit=100").json()
+    assert sorted(e["name"] for e in body["data"]) == [
+        "ANA@EXAMPLE.LOCAL", "BEN@EXAMPLE.LOCAL", "CLEO@EXAMPLE.LOCAL", "DAN@EXAMPLE.LOCAL",
+        "JUMP.EXAMPLE.LOCAL", "OPS@EXAMPLE.LOCAL", "TEAM-A1@EXAMPLE.LOCAL",
+        "TEAM-A@EXAMPLE.LOCAL", "TEAM-B@EXAMPLE.LOCAL"]  # fmt: skip
+    assert body["count"] == 9  # TEAM-A is reached twice (OPS and TEAM-B) and listed once
+
+
+def test_legacy_layouts_and_gpo_dcom(env: Env, tmp_path: Path) -> None:
+    """v4 DcomUsers (Collected), v3 DcomUsers (MemberId list), and GPO-set DCOM users."""
+    sid = "S-1-5-21-7-8-9"
+    computers = {
+        "meta": {"type": "computers", "version": 4},
+        "data": [
+            {
+                "ObjectIdentifier": f"{sid}-1000",
+                "Properties": {"name": "V4.X", "domainsid": sid},
+                "DcomUsers": {
+                    "Collected": True,
+                    "Results": [{"ObjectIdentifier": f"{sid}-1100", "ObjectType": "User"}],
+                },
+            },
+            {
+                "ObjectIdentifier": f"{sid}-1001",
+                "Properties": {"name": "V3.X", "domainsid": sid},
+                "DcomUsers": [{"MemberId": f"{sid}-1101", "MemberType": "user"}],
+            },
+            {
+                "ObjectIdentifier": f"{sid}-1002",
+                "Properties": {"name": "NOTCOLLECTED.X"},
+                "DcomUsers": {
+                    "Collected": False,
+                    "Results": [{"ObjectIdentifier": f"{sid}-1100", "ObjectType": "User"}],
+                },
+            },
+        ],
+    }
+    ous = {"meta": {"type": "ous", "version": 5}, "data": [
+        {"ObjectIdentifier": "OU-GUID-1", "Properties": {"name": "SERVERS@X", "domainsid": sid},
+         "GPOChanges": {"DcomUsers": [{"ObjectIdentifier": f"{sid}-1102", "ObjectType": "Group"}],
+                        "AffectedComputers": [{"ObjectIdentifier": f"{sid}-1002",
+                                               "ObjectType": "Computer"}]}}]}  # fmt: skip
+    for name, document in (("computers.json", computers), ("ous.json", ous)):
+        (tmp_path / name).write_text(json.dumps(document))
+    ingest(env, tmp_path)
+    holders = {
+        c: [
+            e["objectID"]
+            for e in env.get(f"/api/v2/computers/{sid}-{c}/dcom-rights").json()["data"]
+        ]
+        for c in (1000, 1001, 1002)
+    }
+    assert holders == {1000: [f"{sid}-1100"], 1001: [f"{sid}-1101"], 1002: [f"{sid}-1102"]}
+
+
+def test_keys_match_case_insensitively(env: Env, tmp_path: Path) -> None:
+    document = {
+        "META": {"TYPE": "Groups", "version": 6},
+        "DATA": [
+            {
+                "objectidentifier": "S-1-5-21-1-1-1-512",
+                "PROPERTIES": {"name": "ADMINS@Y"},
+                "MEMBERS": [{"OBJECTIDENTIFIER": "s-1-5-21-1-1-1-500", "objecttype": "user"}],
+            }
+        ],
+    }
+    (tmp_path / "groups.json").write_text(json.dumps(document))
+    with pytest.raises(IngestError, match="unknown format"):
+        ingest(env, tmp_path / "groups.json")  # top-level keys are the envelope's own: exact
+    document = {"meta": document["META"], "data": document["DATA"]}
+    (tmp_path / "groups.json").write_text(json.dumps(document))
+    ingest(env, tmp_path / "groups.json")
+    members = env.get("/api/v2/computers/S-1-5-21-1-1-1-512/dcom-rights")
+    assert members.status_code == 404  # a group, not a computer: but it was stored
+
+    async def member_of(conn):  # type: ignore[no-untyped-def]
+        return await conn.fetchval(
+            "SELECT count(*) FROM edges x JOIN nodes s ON s.id = x.start_id "
+            "WHERE s.object_id = 'S-1-5-21-1-1-1-500' AND s.label = 'User'")  # fmt: skip
+
+    assert env.run(member_of) == 1
+
+
+def test_ingesting_the_same_files_twice_gives_the_same_graph(env: Env) -> None:
+    path = fixture("adcs zip")
+    first = ingest(env, path)
+    graph = env.run(store.count_graph)
+    second = ingest(env, path)
+    assert env.run(store.count_graph) == graph
+    assert (second.nodes, second.edges) == (first.nodes, first.edges)
+    assert served_rows(env, first.run_id) == served_rows(env, second.run_id)
+
+
+def test_deleted_objects_are_removed(env: Env, tmp_path: Path) -> None:
+    folder = fixture("v6 folder")
+    ingest(env, folder)
+    deleted = json.loads((folder / "deleted.json").read_text())["data"]
+    found = env.run(lambda conn: store.get_nodes(conn, [d.upper() for d in deleted]))
+    assert found == {}
+
+
+# --- zips -------------------------------------------------------------------------------
+
+
+def make_zip(path: Path, entries: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return path
+
+
+def users_document(oid: str) -> bytes:
+    return json.dumps({"meta": {"type": "users", "version": 6},
+                       "data": [{"ObjectIdentifier": oid}]}).encode()  # fmt: skip
+
+
+def test_zip_with_status_csv_and_several_collections(env: Env, tmp_path: Path) -> None:
+    path = make_zip(tmp_path / "c.zip", {
+        "20240101000000_users.json": users_document("S-1-5-21-1-2-3-1001"),
+        "20240102000000_users.json": users_document("S-1-5-21-1-2-3-1002"),
+        "20240101000000_computerstatus.csv": b"name,status\n"})  # fmt: skip
+    result = ingest(env, path)
+    assert result.nodes == 2 and len(result.files) == 2
+
+
+def test_encrypted_zip_is_refused_naming_the_entry(env: Env, tmp_path: Path) -> None:
+    path = make_zip(tmp_path / "locked.zip", {"users.json": users_document("S-1-5-21-1-2-3-9")})
+    raw = bytearray(path.read_bytes())
+    # Set the "encrypted" flag in the local and the central directory headers.
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = raw.index(signature) + offset
+        raw[at] |= 0x1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(IngestError, match=r"locked\.zip: users\.json: encrypted"):
+        ingest(env, path)
+    assert env.run(store.count_graph) == (0, 0)
+
+
+def test_nested_zip_is_refused_naming_the_entry(env: Env, tmp_path: Path) -> None:
+    inner = make_zip(tmp_path / "inner.zip", {"users.json": users_document("S-1-5-21-1-2-3-9")})
+    outer = make_zip(
+        tmp_path / "outer.zip",
+        {"loop/inner.zip": inner.read_bytes(), "users.json": users_document("S-1-5-21-1-2-3-8")},
+    )
+    with pytest.raises(IngestError, match=r"outer\.zip: loop/inner\.zip: a zip inside a zip"):
+        ingest(env, outer)
+    assert env.run(store.count_graph) == (0, 0)
+
+
+def test_bad_json_inside_a_zip_names_the_entry_and_changes_nothing(env: Env, tmp_path: Path
+                                                                   ) -> None:  # fmt: skip
+    path = make_zip(
+        tmp_path / "c.zip",
+        {
+            "users.json": users_document("S-1-5-21-1-2-3-1"),
+            "groups.json": b'{"meta": {"type": "groups"}, "data": [',
+        },
+    )
+    with pytest.raises(IngestError, match=r"c\.zip: groups\.json: not valid JSON"):
+        ingest(env, path)
+    assert env.run(store.count_graph) == (0, 0)
