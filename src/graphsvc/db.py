@@ -12,7 +12,7 @@ import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -87,6 +87,18 @@ def sqlalchemy_url(url: str) -> str:
 
 def redact_url(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def in_list(dialect: Dialect, column: str, param: str) -> str:
+    """SQL testing that a text column is one of a list passed as one parameter, so that one
+    prepared statement serves lists of every length; pass the list through `list_param`."""
+    if dialect == "sqlite":
+        return f"{column} IN (SELECT value FROM json_each({param}))"
+    return f"{column} = ANY({param}::text[])"
+
+
+def list_param(dialect: Dialect, values: Iterable[str]) -> object:
+    return json.dumps(list(values)) if dialect == "sqlite" else list(values)
 
 
 def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:

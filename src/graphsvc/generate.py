@@ -252,3 +252,188 @@ def write_azurehound(path: Path, tenants: Iterable[Tenant]) -> Path:
     with path.open("w") as out:
         write_document(out, "azure", (r for t in tenants for r in t.records()))
     return path
+
+
+# --- large collections ------------------------------------------------------------------
+
+
+@dataclass
+class LargeDomain:
+    """A big AD-shaped collection, generated record by record (never held in memory).
+
+    Groups nest `depth` levels deep; every user is in two groups; computers have sessions;
+    one computer in twenty grants DCOM to a group and a user. Records carry ACEs and the
+    property bag real SharpHound output has, so file sizes are realistic.
+    """
+
+    name: str
+    sid: str
+    users: int
+    computers: int
+    groups: int
+    depth: int = 4
+    aces: int = 12
+
+    def group_rid(self, i: int) -> int:
+        return 100_000 + i
+
+    def user_rid(self, i: int) -> int:
+        return 1_000_000 + i
+
+    def computer_rid(self, i: int) -> int:
+        return 5_000_000 + i
+
+    def ace(self, n: int) -> dict[str, Any]:
+        rights = (
+            "GenericAll",
+            "WriteDacl",
+            "WriteOwner",
+            "GenericWrite",
+            "Owns",
+            "AllExtendedRights",
+            "ForceChangePassword",
+            "AddMember",
+        )
+        return {
+            "PrincipalSID": f"{self.sid}-{self.group_rid(n % max(self.groups, 1))}",
+            "PrincipalType": "Group",
+            "RightName": rights[n % len(rights)],
+            "IsInherited": n % 3 == 0,
+            "InheritanceHash": f"{n:032x}",
+        }
+
+    def common(self, name: str, rid: int, kind: str) -> dict[str, Any]:
+        dn_name = name.split("@")[0].split(".")[0]
+        return {
+            "ObjectIdentifier": f"{self.sid}-{rid}",
+            "Properties": {
+                "name": name,
+                "domain": self.name,
+                "domainsid": self.sid,
+                "distinguishedname": f"CN={dn_name},OU={kind}S,DC={self.name.replace('.', ',DC=')}",
+                "samaccountname": dn_name,
+                "description": f"{kind.lower()} generated for scale",
+                "whencreated": 1700000000 + rid,
+                "isaclprotected": False,
+            },
+            "Aces": [self.ace(rid + n) for n in range(self.aces)],
+            "IsDeleted": False,
+            "IsACLProtected": False,
+            "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
+        }
+
+    def group_of_user(self, i: int, which: int) -> int:
+        """The two groups at the bottom nesting level each user belongs to."""
+        leaves = max(1, self.groups // self.depth)
+        return self.group_rid((i * 7 + which * 13) % leaves)
+
+    def user_records(self) -> Iterator[dict[str, Any]]:
+        for i in range(self.users):
+            record = self.common(f"USER{i}@{self.name}", self.user_rid(i), "User")
+            record["Properties"].update(
+                {
+                    "enabled": i % 17 != 0,
+                    "lastlogon": 1710000000 + i,
+                    "pwdlastset": 1700000000 + i,
+                    "admincount": False,
+                    "serviceprincipalnames": [],
+                    "hasspn": False,
+                }
+            )
+            record.update(
+                {
+                    "PrimaryGroupSID": f"{self.sid}-513",
+                    "AllowedToDelegate": [],
+                    "SPNTargets": [],
+                    "HasSIDHistory": [],
+                    "DomainSID": self.sid,
+                }
+            )
+            yield record
+
+    def group_records(self) -> Iterator[dict[str, Any]]:
+        leaves = max(1, self.groups // self.depth)
+        members: dict[int, list[dict[str, str]]] = {}
+        for i in range(self.users):
+            for which in (0, 1):
+                members.setdefault(self.group_of_user(i, which), []).append(
+                    {"ObjectIdentifier": f"{self.sid}-{self.user_rid(i)}", "ObjectType": "User"}
+                )
+            if len(members) > 50_000:  # never reached with sane shapes; bounds memory anyway
+                break
+        for g in range(self.groups):
+            record = self.common(f"GROUP{g}@{self.name}", self.group_rid(g), "Group")
+            # Group g is a member of group g + leaves: `depth` levels of nesting.
+            nested = [
+                {"ObjectIdentifier": f"{self.sid}-{self.group_rid(c)}", "ObjectType": "Group"}
+                for c in range(g - leaves, -1, -leaves)
+            ][:1]
+            record["Members"] = members.pop(self.group_rid(g), []) + nested
+            yield record
+
+    def computer_records(self) -> Iterator[dict[str, Any]]:
+        for i in range(self.computers):
+            rid = self.computer_rid(i)
+            host = f"HOST{i}.{self.name}"
+            record = self.common(host, rid, "Computer")
+            record["Properties"].update(
+                {
+                    "operatingsystem": "Windows Server 2022",
+                    "enabled": True,
+                    "unconstraineddelegation": False,
+                }
+            )
+            granted = []
+            if i % 20 == 0:
+                top = self.group_rid(self.groups - 1 - (i // 20) % max(1, self.groups // 4))
+                granted = [
+                    {"ObjectIdentifier": f"{self.sid}-{top}", "ObjectType": "Group"},
+                    {
+                        "ObjectIdentifier": f"{self.sid}-{self.user_rid(i % self.users)}",
+                        "ObjectType": "User",
+                    },
+                ]
+            record.update(
+                {
+                    "PrimaryGroupSID": f"{self.sid}-515",
+                    "DomainSID": self.sid,
+                    "Status": None,
+                    "LocalGroups": [
+                        {
+                            "ObjectIdentifier": f"{self.sid}-{rid}-562",
+                            "Name": f"DISTRIBUTED COM USERS@{host}",
+                            "Collected": True,
+                            "FailureReason": None,
+                            "Results": granted,
+                            "LocalNames": [],
+                        }
+                    ],
+                    "Sessions": {
+                        "Collected": True,
+                        "FailureReason": None,
+                        "Results": [
+                            {
+                                "ComputerSID": f"{self.sid}-{rid}",
+                                "UserSID": f"{self.sid}-{self.user_rid((i * 31 + s) % self.users)}",
+                            }
+                            for s in range(3)
+                        ],
+                    },
+                }
+            )
+            yield record
+
+    def write(self, folder: Path) -> dict[str, int]:
+        """The four documents; returns the records written per type."""
+        folder.mkdir(parents=True, exist_ok=True)
+        domain = Domain(self.name, self.sid)
+        counts = {}
+        for meta_type, records in (
+            ("domains", [domain.domain_record()]),
+            ("groups", self.group_records()),
+            ("users", self.user_records()),
+            ("computers", self.computer_records()),
+        ):
+            with (folder / f"{meta_type}.json").open("w") as out:
+                counts[meta_type] = write_document(out, meta_type, records, version=6)
+        return counts

@@ -29,9 +29,24 @@ DOMAIN_SID = re.compile(r"(S-1-5-21-\d+-\d+-\d+)-\d+")
 DCOM_RID = "-562"
 
 
+# Large, and not used by anything this service serves: dropped while reading.
+UNUSED_KEYS = {"aces"}
+
+
 def lower_keys(value: Any) -> Any:
+    """Keys lower-cased at every level; property bags only at their own level (their values
+    are data, stored as they are)."""
     if isinstance(value, dict):
-        return {str(k).lower(): lower_keys(v) for k, v in value.items()}
+        lowered = {}
+        for key, item in value.items():
+            key = str(key).lower()
+            if key in UNUSED_KEYS:
+                continue
+            if key == "properties" and isinstance(item, dict):
+                lowered[key] = {str(k).lower(): v for k, v in item.items()}
+            else:
+                lowered[key] = lower_keys(item)
+        return lowered
     if isinstance(value, list):
         return [lower_keys(v) for v in value]
     return value

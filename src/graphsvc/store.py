@@ -11,7 +11,14 @@ from typing import Any
 import msgspec
 
 from graphsvc import models as m
-from graphsvc.db import Connection, Row, json_property_equals, json_value_param
+from graphsvc.db import (
+    Connection,
+    Row,
+    in_list,
+    json_property_equals,
+    json_value_param,
+    list_param,
+)
 from graphsvc.records import NodeRecord
 
 # --- reading helpers --------------------------------------------------------------------
@@ -196,14 +203,11 @@ async def ensure_kinds(conn: Connection, names: Iterable[str]) -> dict[str, int]
         "INSERT INTO kinds (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
         [(n,) for n in wanted],
     )
-    ids: dict[str, int] = {}
-    for chunk in chunks(wanted, 500):
-        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
-        for kind_id, name in await conn.fetch(
-            f"SELECT id, name FROM kinds WHERE name IN ({marks})", *chunk
-        ):
-            ids[name] = kind_id
-    return ids
+    rows = await conn.fetch(
+        f"SELECT id, name FROM kinds WHERE {in_list(conn.dialect, 'name', '$1')}",
+        list_param(conn.dialect, wanted),
+    )
+    return {name: kind_id for kind_id, name in rows}
 
 
 @dataclass
@@ -325,25 +329,19 @@ def stored_node(r: Row) -> StoredNode:
 
 
 async def get_nodes(conn: Connection, object_ids: Iterable[str]) -> dict[str, StoredNode]:
-    found: dict[str, StoredNode] = {}
-    for chunk in chunks(sorted(set(object_ids)), 500):
-        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
-        for r in await conn.fetch(
-            f"SELECT {NODE_COLUMNS} FROM nodes WHERE object_id IN ({marks})", *chunk
-        ):
-            found[r[1]] = stored_node(r)
-    return found
+    rows = await conn.fetch(
+        f"SELECT {NODE_COLUMNS} FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
+        list_param(conn.dialect, set(object_ids)),
+    )
+    return {r[1]: stored_node(r) for r in rows}
 
 
 async def node_ids(conn: Connection, object_ids: Iterable[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for chunk in chunks(sorted(set(object_ids)), 500):
-        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
-        for node_id, object_id in await conn.fetch(
-            f"SELECT id, object_id FROM nodes WHERE object_id IN ({marks})", *chunk
-        ):
-            found[object_id] = node_id
-    return found
+    rows = await conn.fetch(
+        f"SELECT id, object_id FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
+        list_param(conn.dialect, set(object_ids)),
+    )
+    return {object_id: node_id for node_id, object_id in rows}
 
 
 async def find_nodes_by_name(conn: Connection, name: str) -> list[StoredNode]:
@@ -434,9 +432,10 @@ async def upsert_edges(
 
 async def delete_nodes(conn: Connection, object_ids: Sequence[str]) -> None:
     """Remove nodes (collectors report deleted objects); their edges go with them."""
-    for chunk in chunks(object_ids, 500):
-        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
-        await conn.execute(f"DELETE FROM nodes WHERE object_id IN ({marks})", *chunk)
+    await conn.execute(
+        f"DELETE FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
+        list_param(conn.dialect, object_ids),
+    )
 
 
 async def count_run(conn: Connection, run_id: str) -> tuple[int, int]:
@@ -541,20 +540,17 @@ async def environment_instances(
     conn: Connection, environment_ids: Iterable[str]
 ) -> list[EnvironmentInstance]:
     """The stored nodes among these ids that are of a registered environment kind."""
-    found = []
-    for chunk in chunks(sorted(set(environment_ids)), 500):
-        marks = ", ".join(f"${i}" for i in range(1, len(chunk) + 1))
-        rows = await conn.fetch(
-            f"""SELECT n.object_id, se.extension_id, se.environment_kind_id, k.name FROM nodes n
-            JOIN node_kinds nk ON nk.node_id = n.id
-            JOIN schema_environments se ON se.environment_kind_id = nk.kind_id
-                AND se.deleted_at IS NULL
-            JOIN kinds k ON k.id = se.environment_kind_id
-            WHERE n.object_id IN ({marks}) ORDER BY n.object_id, se.extension_id""",
-            *chunk,
-        )
-        found += [EnvironmentInstance(r[0], r[1], r[2], r[3]) for r in rows]
-    return found
+    rows = await conn.fetch(
+        f"""SELECT n.object_id, se.extension_id, se.environment_kind_id, k.name FROM nodes n
+        JOIN node_kinds nk ON nk.node_id = n.id
+        JOIN schema_environments se ON se.environment_kind_id = nk.kind_id
+            AND se.deleted_at IS NULL
+        JOIN kinds k ON k.id = se.environment_kind_id
+        WHERE {in_list(conn.dialect, "n.object_id", "$1")}
+        ORDER BY n.object_id, se.extension_id""",
+        list_param(conn.dialect, set(environment_ids)),
+    )
+    return [EnvironmentInstance(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 async def extension_kinds(conn: Connection) -> dict[int, dict[int, str]]:
@@ -1133,8 +1129,3 @@ async def store_is_empty(conn: Connection) -> bool:
 
 async def ping(conn: Connection) -> None:
     await conn.fetchval("SELECT 1")
-
-
-def chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
