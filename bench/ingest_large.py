@@ -1,0 +1,115 @@
+"""Generate a large SharpHound collection and ingest it, measuring time and peak memory.
+
+    python bench/ingest_large.py --megabytes 1024 [--postgres URL] [--keep]
+
+Each ingest runs as its own `graphsvc ingest` process; its peak resident memory comes from
+the kernel's accounting for that process (wait4), its throughput is collected objects per
+second of wall time. Results are printed and written to bench/results/ingest-large.json.
+
+The files are generated in another child process: Linux carries a process's memory
+high-water mark across fork and exec, so a parent that had grown while generating would
+inflate every measured child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from graphsvc.generate import LargeDomain
+
+BYTES_PER_OBJECT = 2830  # measured on LargeDomain's records
+
+
+def run_ingest(folder: Path, environment: dict[str, str]) -> dict[str, float]:
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graphsvc", "ingest", str(folder), "--json"],
+        env={**os.environ, **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.monotonic() - started
+    if status != 0:
+        raise SystemExit(f"ingest failed with status {status}")
+    result = json.loads(output)
+    return {
+        "seconds": round(elapsed, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "nodes": result["nodes"],
+        "edges": result["edges"],
+        "objects_per_second": round(result["nodes"] / elapsed),
+    }
+
+
+def generate(folder: Path, megabytes: int) -> dict[str, int]:
+    objects = megabytes * 1_000_000 // BYTES_PER_OBJECT
+    shape = LargeDomain(
+        "SCALE.LOCAL",
+        "S-1-5-21-900-900-900",
+        users=objects * 80 // 100,
+        computers=objects * 16 // 100,
+        groups=max(10, objects * 4 // 100),
+    )
+    return shape.write(folder)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=int, default=1024)
+    parser.add_argument("--postgres", default=None, help="a database URL to ingest into too")
+    parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--generate", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.generate:
+        print(json.dumps(generate(args.generate, args.megabytes)))
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="graphsvc-bench-"))
+    folder = work / "collection"
+    started = time.monotonic()
+    generator = subprocess.run(
+        [sys.executable, __file__, "--generate", str(folder), "--megabytes", str(args.megabytes)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    records = json.loads(generator.stdout)
+    size = sum(p.stat().st_size for p in folder.glob("*.json"))
+    print(
+        f"generated {size / 1e6:.0f} MB, {sum(records.values()):,} objects "
+        f"({records}) in {time.monotonic() - started:.0f} s"
+    )
+
+    results = {"input_mb": round(size / 1e6), "records": records}
+    stores = {"sqlite": {"GRAPHSVC_DATABASE_URL": f"sqlite:///{work / 'bench.sqlite3'}"}}
+    if args.postgres:
+        stores["postgresql"] = {"GRAPHSVC_DATABASE_URL": args.postgres}
+    for name, settings in stores.items():
+        figures = run_ingest(folder, {**settings, "GRAPHSVC_DATA_DIR": str(work)})
+        results[name] = figures
+        print(
+            f"{name:>10}: {figures['seconds']} s, peak RSS {figures['peak_rss_mb']} MB, "
+            f"{figures['objects_per_second']:,} objects/s "
+            f"({figures['nodes']:,} nodes, {figures['edges']:,} edges)"
+        )
+    out = Path(__file__).parent / "results" / "ingest-large.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    if not args.keep:
+        for path in sorted(work.rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        work.rmdir()
+
+
+if __name__ == "__main__":
+    main()
