@@ -81,15 +81,17 @@ def operations(demo: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def start(command: list[str], port: int, environment: dict[str, str]) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(pinned(0, command), env=environment,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+def start(command: list[str], port: int, environment: dict[str, str], log: Path
+          ) -> subprocess.Popen[bytes]:  # fmt: skip
+    """Start a server; its output goes to a file (an unread pipe would fill and stall it)."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(pinned(0, command), env=environment, stdout=out, stderr=out)
     for _ in range(300):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return process
         if process.poll() is not None:
-            raise SystemExit(f"{command} exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+            raise SystemExit(f"{command} exited: {log.read_text()}")
         time.sleep(0.05)
     raise SystemExit(f"{command} did not start")
 
@@ -106,7 +108,7 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def wrk(port: int, uri: str, headers: dict[str, str], connections: int, seconds: float,
+def wrk(port: int, uri: str, headers: dict[str, str], connections: int, seconds: int,
         script_dir: Path) -> dict[str, float]:  # fmt: skip
     script = script_dir / "request.lua"
     lines = [f'wrk.path = "{uri}"'] + [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
@@ -149,7 +151,7 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
         command = ([sys.executable, str(HERE / "ceiling.py"), "--port", str(port),
                     "--database-url", url] if server == "ceiling" else
                    [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)])  # fmt: skip
-        process = start(command, port, environment)
+        process = start(command, port, environment, work / f"{server}.log")
         try:
             for operation, uri in operations(demo).items():
                 headers = signed(demo["token_id"], demo["token_key"], uri)
@@ -163,7 +165,11 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
                     row["server_peak_rss_mb"] = peak
         finally:
             process.send_signal(signal.SIGINT)
-            process.wait(20)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     return results
 
 
@@ -212,7 +218,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES",
                                                              DEFAULT_POSTGRES))  # fmt: skip
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--users", type=int, default=8000, help="users in the generated domain")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
     args = parser.parse_args()
