@@ -230,18 +230,7 @@ class Tenant:
     def relationship_count(self) -> int:
         """What the tenant's stats record counts: distinct edges the records produce."""
         c = self.counts
-        contained = sum(
-            c.get(k, 0)
-            for k in (
-                "AZUser",
-                "AZGroup",
-                "AZApp",
-                "AZServicePrincipal",
-                "AZDevice",
-                "AZManagementGroup",
-                "AZSubscription",
-            )
-        )
+        contained = sum(c.get(k, 0) for k in AZURE_ENTITIES[:7])  # the tenant's own objects
         placed = c.get("AZResourceGroup", 0) if c.get("AZSubscription") else 0
         placed += (c.get("AZVM", 0) + c.get("AZKeyVault", 0)) if placed else 0
         members = c.get("AZUser", 0) if c.get("AZGroup") else 0
