@@ -221,6 +221,9 @@ def test_openapi_document_is_served_and_valid(env: Env) -> None:
     assert document == build_openapi()
     validate(document)
     assert document["openapi"] == "3.1.0"
+    assert {"Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} <= set(
+        document["components"]["responses"]["Error429"]["headers"]
+    )
     for path in (
         "/api/v2/data-quality-stats-aggregations",
         "/api/v2/azure-tenants/{tenant_id}/data-quality-stats",

@@ -269,6 +269,13 @@ def build_openapi() -> dict[str, Any]:
         }
         for status, text in {**ERROR_STATUSES, "503": "The database is unreachable"}.items()
     }
+    whole_seconds = {"schema": {"type": "integer", "minimum": 0}}
+    responses["Error429"]["headers"].update({
+        "Retry-After": {"description": "Seconds to wait before retrying", **whole_seconds},
+        "RateLimit-Limit": {"description": "Requests allowed in the window", **whole_seconds},
+        "RateLimit-Remaining": {"description": "Requests left in the window", **whole_seconds},
+        "RateLimit-Reset": {"description": "Seconds until the window frees", **whole_seconds},
+    })  # fmt: skip
     return {
         "openapi": "3.1.0",
         "info": {
