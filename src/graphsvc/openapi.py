@@ -261,7 +261,7 @@ def build_openapi() -> dict[str, Any]:
             }
         },
     }
-    responses = {
+    responses: dict[str, dict[str, Any]] = {
         f"Error{status}": {
             "description": text,
             "headers": {"RequestID": {"schema": {"type": "string", "format": "uuid"}}},
