@@ -53,14 +53,7 @@ def run_ingest(folder: Path, environment: dict[str, str]) -> dict[str, float]:
 
 def generate(folder: Path, megabytes: int) -> dict[str, int]:
     objects = megabytes * 1_000_000 // BYTES_PER_OBJECT
-    shape = LargeDomain(
-        "SCALE.LOCAL",
-        "S-1-5-21-900-900-900",
-        users=objects * 80 // 100,
-        computers=objects * 16 // 100,
-        groups=max(10, objects * 4 // 100),
-    )
-    return shape.write(folder)
+    return LargeDomain.of_size("SCALE.LOCAL", "S-1-5-21-900-900-900", objects).write(folder)
 
 
 def main() -> None:

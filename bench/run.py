@@ -214,6 +214,18 @@ def postgres_database(url: str, work: Path) -> str | None:
     return f"{base}/{name}"
 
 
+def store_urls(work: Path, postgres_url: str) -> dict[str, str]:
+    """SQLite in `work`, and a fresh PostgreSQL database when the server is reachable; each
+    store gets a folder of its own under `work`."""
+    stores = {"sqlite": f"sqlite:///{work / 'sqlite' / 'bench.sqlite3'}"}
+    postgres = postgres_database(postgres_url, work)
+    if postgres:
+        stores["postgresql"] = postgres
+    for name in stores:
+        (work / name).mkdir(exist_ok=True)
+    return stores
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES",
@@ -232,12 +244,7 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="graphsvc-bench-") as folder:
         work = Path(folder)
-        stores = {"sqlite": f"sqlite:///{work / 'sqlite' / 'bench.sqlite3'}"}
-        postgres = postgres_database(args.postgres, work)
-        if postgres:
-            stores["postgresql"] = postgres
-        for name, url in stores.items():
-            (work / name).mkdir()
+        for name, url in store_urls(work, args.postgres).items():
             results += bench_store(name, url, work / name, args)
     print(table(results))
     failed = [r for r in results if r["non_2xx"]]

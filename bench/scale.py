@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from run import free_port, graphsvc, postgres_database, signed, start, wrk
+from run import free_port, graphsvc, signed, start, store_urls, wrk
 
 from graphsvc.generate import LargeDomain
 
@@ -36,13 +36,7 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
         "GRAPHSVC_LOG_LEVEL": "warning",
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
     }
-    shape = LargeDomain(
-        "SCALE.LOCAL",
-        "S-1-5-21-800-800-800",
-        users=nodes * 80 // 100,
-        computers=nodes * 16 // 100,
-        groups=max(10, nodes * 4 // 100),
-    )
+    shape = LargeDomain.of_size("SCALE.LOCAL", "S-1-5-21-800-800-800", nodes)
     shape.write(work / "collection")
     started = time.monotonic()
     graphsvc(["ingest", str(work / "collection")], environment)
@@ -108,12 +102,7 @@ def main() -> None:
     for nodes in args.sizes:
         with tempfile.TemporaryDirectory(prefix="graphsvc-scale-") as folder:
             work = Path(folder)
-            stores = {"sqlite": f"sqlite:///{work / 'sqlite' / 'scale.sqlite3'}"}
-            postgres = postgres_database(args.postgres, work)
-            if postgres:
-                stores["postgresql"] = postgres
-            for name, url in stores.items():
-                (work / name).mkdir(exist_ok=True)
+            for name, url in store_urls(work, args.postgres).items():
                 results += measure(name, url, nodes, work / name, args.duration)
     print("| store | nodes | operation | answer count | req/s | p50 ms | p99 ms |")
     print("|---|---|---|---|---|---|---|")

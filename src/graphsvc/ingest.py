@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ class IngestResult:
     nodes: int
     edges: int
     created_at: datetime
-    kinds: dict[str, int] = field(default_factory=dict)  # documents per format
 
 
 def reader(source: Source, progress: Progress | None) -> opengraph.Reader:
@@ -57,13 +56,13 @@ def json_error(exc: Exception) -> str:
     return lines[0] if lines and lines[0] else "the document ends too early"
 
 
-async def ingest_source(source: Source, writer: GraphWriter, progress: Progress | None) -> str:
-    """Store one document; returns its format."""
+async def ingest_source(source: Source, writer: GraphWriter, progress: Progress | None) -> None:
+    """Store one document, of whichever format it is."""
     read = reader(source, progress)
     metas = [meta async for _, meta in read("meta")]
     if not metas:
         await opengraph.ingest(read, source.label, writer)
-        return "opengraph"
+        return
     meta = sharphound.lower_keys(metas[0])
     kind = meta.get("type") if isinstance(meta, dict) else None
     if not isinstance(kind, str):
@@ -71,12 +70,11 @@ async def ingest_source(source: Source, writer: GraphWriter, progress: Progress 
     kind = kind.lower()
     if kind == "azure":
         await azurehound.ingest(read("data.item"), source.label, writer)
-        return "azurehound"
+        return
     if kind not in sharphound.TYPES:
         raise IngestError(source.label, f"unknown type {meta['type']!r}; expected azure or one "
                           f"of {', '.join(sharphound.TYPES)}", "meta.type")  # fmt: skip
     await sharphound.ingest(kind, read("data.item"), source.label, writer)
-    return "sharphound"
 
 
 async def ingest_files(
@@ -90,13 +88,11 @@ async def ingest_files(
     sources = expand(list(paths))
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
-    formats: dict[str, int] = {}
     for source in sources:
-        kind = await ingest_source(source, writer, progress(source) if progress else None)
-        formats[kind] = formats.get(kind, 0) + 1
+        await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     nodes, edges = await store.count_run(conn, run_id)
     labels = [s.label for s in sources]
     await store.insert_ingest_run(conn, run_id, labels, nodes, edges, now)
     await stats.record_run_statistics(conn, run_id, now)
-    return IngestResult(run_id, labels, nodes, edges, now, formats)
+    return IngestResult(run_id, labels, nodes, edges, now)
