@@ -131,7 +131,7 @@ def parse_prefer(header: str | None, settings: Settings) -> int | None:
 def operation(
     permission: str, handler: Handler, enterprise_only: bool = False
 ) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, authorize, then run the handler in one read transaction under the timeout."""
+    """Authenticate, authorize, then run the handler under the request's timeout."""
 
     async def endpoint(request: Request) -> Response:
         api: Api = request.app.state.api
@@ -141,7 +141,7 @@ def operation(
                 "in the Enterprise edition only",
                 "edition",
             )
-        async with api.db.transaction() as conn:
+        async with api.db.reading() as conn:
             identity = await api.auth.authenticate(conn, request)
             api.auth.authorize(identity, permission)
             wait = parse_prefer(request.headers.get("prefer"), api.settings)
@@ -161,7 +161,7 @@ def operation(
 
 async def touch_token(api: Api, identity: Identity) -> None:
     if identity.token_id and api.auth.token_needs_touch(identity.token_id):
-        async with api.db.transaction(write=True) as conn:
+        async with api.db.transaction() as conn:
             await store.touch_token(conn, identity.token_id, datetime.now(UTC))
 
 
@@ -244,7 +244,7 @@ async def login(request: Request) -> Response:
         raise bad_request(f"invalid login body: {exc}", "body") from None
     except msgspec.DecodeError:
         raise bad_request("login body must be a JSON object", "body") from None
-    async with api.db.transaction(write=True) as conn:
+    async with api.db.transaction() as conn:
         reply = await service.log_in(
             conn, body, api.auth.jwt_key, timedelta(seconds=api.settings.jwt_lifetime_seconds)
         )
@@ -253,7 +253,7 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     api: Api = request.app.state.api
-    async with api.db.transaction(write=True) as conn:
+    async with api.db.transaction() as conn:
         identity = await api.auth.authenticate(conn, request)
         if identity.session_id is None or identity.principal is None:
             raise bad_request(
@@ -266,7 +266,7 @@ async def logout(request: Request) -> Response:
 async def health(request: Request) -> Response:
     api: Api = request.app.state.api
     try:
-        async with asyncio.timeout(5), api.db.transaction() as conn:
+        async with asyncio.timeout(5), api.db.reading() as conn:
             await store.ping(conn)
     except Exception as exc:
         log.warning("health check: database unreachable: %s", exc)
@@ -290,7 +290,7 @@ def create_app(settings: Settings, database: Database | None = None) -> Starlett
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await db.open()
-        async with db.transaction() as conn:
+        async with db.reading() as conn:
             await auth.load(conn)
         try:
             yield

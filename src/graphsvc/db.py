@@ -12,6 +12,7 @@ import contextlib
 import json
 import re
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -48,9 +49,13 @@ class Database(Protocol):
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
-    def transaction(
-        self, *, write: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[Connection]: ...
+    def reading(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """A connection in autocommit: each statement reads its own consistent snapshot."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """A connection in a write transaction, committed when the block ends without error."""
+        ...
 
 
 def create_database(url: str, pool_size: int = 8) -> Database:
@@ -68,7 +73,7 @@ async def run_once(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
     db = create_database(url, pool_size=1)
     await db.open()
     try:
-        async with db.transaction(write=True) as conn:
+        async with db.transaction() as conn:
             return await work(conn)
     finally:
         await db.close()
@@ -117,6 +122,9 @@ def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
 # --- SQLite ----------------------------------------------------------------------------
 
 SQLITE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# A read runs on the event loop for at most this long before it is rerun on a worker thread.
+INLINE_BUDGET_SECONDS = 0.005
+INLINE_CHECK_INSTRUCTIONS = 2000
 
 
 def sqlite_time(value: datetime) -> str:
@@ -137,12 +145,19 @@ def sqlite_args(args: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(sqlite_time(a) if isinstance(a, datetime) else a for a in args)
 
 
+class InlineBudgetSpent(Exception):
+    """A statement run on the event loop took longer than its budget."""
+
+
 class SQLiteConnection:
     dialect: Dialect = "sqlite"
 
-    def __init__(self, raw: sqlite3.Connection, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, raw: sqlite3.Connection, executor: ThreadPoolExecutor, inline: bool) -> None:
         self.raw = raw
         self.executor = executor
+        # Reads first run on the event loop: a hand-off to a worker thread costs more than
+        # most of this API's statements. Writes may wait on the write lock, so they never do.
+        self.inline = inline
 
     async def run(self, fn: Any, *args: Any) -> Any:
         """Run blocking SQLite work off the event loop; cancelling interrupts the statement."""
@@ -158,7 +173,31 @@ class SQLiteConnection:
     def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
         return self.raw.execute(sqlite_sql(sql), sqlite_args(args)).fetchall()
 
+    def _fetch_inline(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        """Run a read on the event loop, abandoning it once it has taken INLINE_BUDGET_SECONDS
+        (an autocommit read leaves nothing behind), so that no statement stalls the loop."""
+        deadline = time.perf_counter() + INLINE_BUDGET_SECONDS
+        spent = False
+
+        def over_budget() -> bool:
+            nonlocal spent
+            spent = time.perf_counter() > deadline
+            return spent
+
+        self.raw.set_progress_handler(over_budget, INLINE_CHECK_INSTRUCTIONS)
+        try:
+            return self._fetch(sql, args)
+        except sqlite3.OperationalError:
+            if spent:
+                raise InlineBudgetSpent from None
+            raise
+        finally:
+            self.raw.set_progress_handler(None, 0)
+
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        if self.inline:
+            with contextlib.suppress(InlineBudgetSpent):
+                return self._fetch_inline(sql, args)
         rows: list[Row] = await self.run(self._fetch, sql, args)
         return rows
 
@@ -171,7 +210,7 @@ class SQLiteConnection:
         return None if row is None else row[0]
 
     async def execute(self, sql: str, *args: Any) -> None:
-        await self.run(self._fetch, sql, args)
+        await self.fetch(sql, *args)
 
     def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.raw.executemany(sqlite_sql(sql), [sqlite_args(r) for r in rows])
@@ -220,16 +259,25 @@ class SQLiteDatabase:
             self.executor.shutdown(wait=True)
 
     @contextlib.asynccontextmanager
-    async def transaction(self, *, write: bool = False) -> AsyncIterator[Connection]:
-        assert self.idle is not None and self.executor is not None, "database is not open"
+    async def connection(self) -> AsyncIterator[sqlite3.Connection]:
+        assert self.idle is not None, "database is not open"
         raw = await self.idle.get()
-        conn = SQLiteConnection(raw, self.executor)
         try:
-            if not write:
-                # Reads run in autocommit: each statement reads one WAL snapshot, and the
-                # request saves two thread hand-offs (BEGIN and COMMIT) of a read transaction.
-                yield conn
-                return
+            yield raw
+        finally:
+            self.idle.put_nowait(raw)
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[Connection]:
+        assert self.executor is not None, "database is not open"
+        async with self.connection() as raw:
+            yield SQLiteConnection(raw, self.executor, inline=True)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        assert self.executor is not None, "database is not open"
+        async with self.connection() as raw:
+            conn = SQLiteConnection(raw, self.executor, inline=False)
             # IMMEDIATE takes the write lock up front, so two writers wait instead of deadlocking.
             await conn.execute("BEGIN IMMEDIATE")
             try:
@@ -238,8 +286,6 @@ class SQLiteDatabase:
                 await asyncio.shield(conn.run(raw.execute, "ROLLBACK"))
                 raise
             await conn.execute("COMMIT")
-        finally:
-            self.idle.put_nowait(raw)
 
 
 # --- PostgreSQL ------------------------------------------------------------------------
@@ -274,6 +320,12 @@ async def init_postgres_connection(raw: Any) -> None:
     await raw.set_type_codec("uuid", encoder=str, decoder=str, schema="pg_catalog", format="text")
 
 
+async def keep_session(raw: Any) -> None:
+    """Pooled connections never change session state (no SET, LISTEN or advisory locks), so
+    the pool's default reset, a round trip on every release, is skipped; asyncpg still rolls
+    back a transaction left open."""
+
+
 class PostgresDatabase:
     dialect: Dialect = "postgresql"
 
@@ -288,6 +340,7 @@ class PostgresDatabase:
             min_size=1,
             max_size=self.pool_size,
             init=init_postgres_connection,
+            reset=keep_session,
         )
 
     async def close(self) -> None:
@@ -295,12 +348,13 @@ class PostgresDatabase:
             await self.pool.close()
 
     @contextlib.asynccontextmanager
-    async def transaction(self, *, write: bool = False) -> AsyncIterator[Connection]:
+    async def reading(self) -> AsyncIterator[Connection]:
         assert self.pool is not None, "database is not open"
-        async with (
-            self.pool.acquire() as raw,
-            raw.transaction(
-                isolation="read_committed" if write else "repeatable_read", readonly=not write
-            ),
-        ):
+        async with self.pool.acquire() as raw:
+            yield PostgresConnection(raw)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        assert self.pool is not None, "database is not open"
+        async with self.pool.acquire() as raw, raw.transaction():
             yield PostgresConnection(raw)
