@@ -66,6 +66,14 @@ def test_wrong_methods_are_json_405(env: Env, method: str) -> None:
     assert response.json()["errors"][0]["context"] == "method"
 
 
+def test_head_answers_like_get_without_a_body(env: Env) -> None:
+    got = env.get(AGG)
+    response = env.request("HEAD", AGG, headers=env.signed_headers("HEAD", AGG), validate=False)
+    assert response.status_code == 200
+    assert response.content == b""
+    assert response.headers["content-length"] == str(len(got.content))
+
+
 def test_unexpected_errors_are_a_json_500(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire: secret detail")

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import jwt
-from starlette.requests import Request
 
 from graphsvc import store
 from graphsvc.crypto import KeyBox, decode_jwt, sign_request, signatures_match
@@ -15,6 +14,7 @@ from graphsvc.db import Connection
 from graphsvc.errors import forbidden, unauthorized
 from graphsvc.params import UUID_TEXT, rfc3339
 from graphsvc.settings import Settings
+from graphsvc.web import Request
 
 SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
 TOKEN_TOUCH_INTERVAL = 60.0

@@ -6,11 +6,14 @@ from __future__ import annotations
 class ApiError(Exception):
     """Rendered by the app as the spec's error body; the CLI prints `context: message`."""
 
-    def __init__(self, status: int, message: str, context: str) -> None:
+    def __init__(
+        self, status: int, message: str, context: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.context = context
+        self.headers = headers or {}
 
 
 def bad_request(message: str, context: str) -> ApiError:

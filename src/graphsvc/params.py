@@ -8,9 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from starlette.datastructures import QueryParams
-
 from graphsvc.errors import bad_request
+from graphsvc.web import Query
 
 INT32_MAX = 2**31 - 1
 DIGITS = re.compile(r"[0-9]+")
@@ -21,8 +20,8 @@ RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[
 DEFAULT_WINDOW = timedelta(days=30)
 
 
-def single(query: QueryParams, name: str) -> str | None:
-    values = query.getlist(name)
+def single(query: Query, name: str) -> str | None:
+    values = query.get(name, [])
     if len(values) > 1:
         raise bad_request(f"query parameter {name} may be given only once", name)
     return values[0] if values else None
@@ -34,19 +33,19 @@ def parse_int32(raw: str, name: str, what: str = "query parameter") -> int:
     return int(raw)
 
 
-def optional_int32(query: QueryParams, name: str) -> int | None:
+def optional_int32(query: Query, name: str) -> int | None:
     raw = single(query, name)
     return None if raw is None else parse_int32(raw, name)
 
 
-def required_int32(query: QueryParams, name: str) -> int:
+def required_int32(query: Query, name: str) -> int:
     raw = single(query, name)
     if raw is None or raw == "":
         raise bad_request(f"missing required query parameter: {name}", name)
     return parse_int32(raw, name)
 
 
-def non_negative(query: QueryParams, name: str, default: int, maximum: int) -> int:
+def non_negative(query: Query, name: str, default: int, maximum: int) -> int:
     raw = single(query, name)
     if raw is None:
         return default
@@ -66,7 +65,7 @@ class Page:
     limit: int
 
 
-def parse_page(query: QueryParams, default_limit: int, max_limit: int) -> Page:
+def parse_page(query: Query, default_limit: int, max_limit: int) -> Page:
     return Page(
         skip=non_negative(query, "skip", 0, INT32_MAX),
         limit=non_negative(query, "limit", default_limit, max_limit),
@@ -74,10 +73,10 @@ def parse_page(query: QueryParams, default_limit: int, max_limit: int) -> Page:
 
 
 def parse_sort(
-    query: QueryParams, columns: Collection[str], default: Sequence[tuple[str, bool]]
+    query: Query, columns: Collection[str], default: Sequence[tuple[str, bool]]
 ) -> list[tuple[str, bool]]:
     """`sort_by` values as (column, descending); a leading '-' means descending."""
-    values = query.getlist("sort_by")
+    values = query.get("sort_by", [])
     if not values:
         return list(default)
     sort = []
@@ -120,7 +119,7 @@ class Window:
     end: datetime
 
 
-def parse_window(query: QueryParams, now: datetime) -> Window:
+def parse_window(query: Query, now: datetime) -> Window:
     raw_start, raw_end = single(query, "start"), single(query, "end")
     end = now if raw_end is None else parse_time(raw_end, "end")
     start = end - DEFAULT_WINDOW if raw_start is None else parse_time(raw_start, "start")

@@ -2,8 +2,9 @@
 
 Two moving windows must both admit a request: at most `rate + burst` in any one second,
 and at most `10 * rate` in any ten seconds, so a client gets its rate with a small burst
-on top. The counting is the `limits` library's; this module chooses the storage: Redis
-when configured, process memory otherwise, and memory for as long as Redis is unreachable.
+on top. With Redis configured the counting is the `limits` library's moving window, shared
+by every replica; without Redis, and for as long as it is unreachable, each process counts
+the same windows in its own memory (`MemoryWindows`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from limits import RateLimitItem, RateLimitItemPerSecond
-from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from graphsvc.responses import error_response
+from graphsvc.errors import ApiError
+from graphsvc.web import Scope
 
 log = logging.getLogger("graphsvc.ratelimit")
 REDIS_RETRY_SECONDS = 5.0
@@ -37,13 +39,51 @@ class Verdict:
     reset_seconds: int = 0
 
 
+ADMITTED = Verdict(True)
+
+
+class MemoryWindows:
+    """The same moving windows counted in this process: per client and window, the times of
+    the requests admitted within it (the limits library's memory storage hands work to a
+    thread on every request, which costs more than the request)."""
+
+    def __init__(self, windows: list[RateLimitItem]) -> None:
+        self.windows = [(w.amount, w.get_expiry()) for w in windows]
+        self.longest = max(seconds for _, seconds in self.windows)
+        self.hits: dict[str, tuple[deque[float], ...]] = {}
+        self.next_sweep = 0.0
+
+    def hit(self, client: str, now: float) -> Verdict:
+        queues = self.hits.get(client)
+        if queues is None:
+            queues = self.hits[client] = tuple(deque() for _ in self.windows)
+        for (limit, seconds), times in zip(self.windows, queues, strict=True):
+            while times and times[0] <= now - seconds:
+                times.popleft()
+            if len(times) >= limit:
+                reset = times[len(times) - limit] + seconds - now
+                return Verdict(False, limit, seconds, 0, max(1, math.ceil(reset)))
+        for times in queues:
+            times.append(now)
+        if now >= self.next_sweep:
+            self.forget_idle(now)
+        return ADMITTED
+
+    def forget_idle(self, now: float) -> None:
+        """Drop clients with no request inside the longest window, so memory stays bounded."""
+        idle = [c for c, queues in self.hits.items() if queues[-1][-1] <= now - self.longest]
+        for client in idle:
+            del self.hits[client]
+        self.next_sweep = now + self.longest
+
+
 class RateLimiter:
     def __init__(self, per_second: int, burst: int, redis_url: str | None) -> None:
         self.windows: list[RateLimitItem] = [
             RateLimitItemPerSecond(per_second + burst, 1),
             RateLimitItemPerSecond(per_second * SUSTAINED_WINDOW_SECONDS, SUSTAINED_WINDOW_SECONDS),
         ]
-        self.memory = MovingWindowRateLimiter(MemoryStorage())
+        self.memory = MemoryWindows(self.windows)
         self.redis: MovingWindowRateLimiter | None = None
         if redis_url:
             storage = RedisStorage(
@@ -56,26 +96,22 @@ class RateLimiter:
             self.redis = MovingWindowRateLimiter(storage)
         self.redis_failed_at: float | None = None
 
-    def active(self) -> tuple[MovingWindowRateLimiter, bool]:
-        """The limiter to count with now, and whether it is Redis."""
-        if self.redis is None:
-            return self.memory, False
+    def redis_usable(self) -> bool:
         failed = self.redis_failed_at
-        if failed is not None and time.monotonic() - failed < REDIS_RETRY_SECONDS:
-            return self.memory, False
-        return self.redis, True
+        return failed is None or time.monotonic() - failed >= REDIS_RETRY_SECONDS
 
     async def check(self, client: str) -> Verdict:
-        limiter, is_redis = self.active()
+        if self.redis is None or not self.redis_usable():
+            return self.memory.hit(client, time.monotonic())
         try:
-            verdict = await self.count(limiter, client)
+            verdict = await self.count(self.redis, client)
         except StorageError as exc:
             if self.redis_failed_at is None:
                 log.warning("Redis is unreachable (%s): rate limits are per process until it is "
                             "back", exc.storage_error)  # fmt: skip
             self.redis_failed_at = time.monotonic()
-            return await self.count(self.memory, client)
-        if is_redis and self.redis_failed_at is not None:
+            return self.memory.hit(client, time.monotonic())
+        if self.redis_failed_at is not None:
             log.warning("Redis is reachable again: rate limits are shared again")
             self.redis_failed_at = None
         return verdict
@@ -86,7 +122,22 @@ class RateLimiter:
                 stats = await limiter.get_window_stats(window, client)
                 reset = max(1, math.ceil(stats.reset_time - time.time()))
                 return Verdict(False, window.amount, window.get_expiry(), stats.remaining, reset)
-        return Verdict(True)
+        return ADMITTED
+
+
+def too_many_requests(verdict: Verdict) -> ApiError:
+    return ApiError(
+        429,
+        f"too many requests: at most {verdict.limit} in {verdict.window_seconds} s; "
+        f"retry after {verdict.reset_seconds} s",
+        "rate_limit",
+        {
+            "Retry-After": str(verdict.reset_seconds),
+            "RateLimit-Limit": str(verdict.limit),
+            "RateLimit-Remaining": str(verdict.remaining),
+            "RateLimit-Reset": str(verdict.reset_seconds),
+        },
+    )
 
 
 def client_address(scope: Scope, trusted_proxies: int) -> str:
@@ -101,36 +152,3 @@ def client_address(scope: Scope, trusted_proxies: int) -> str:
             forwarded += [a.strip() for a in value.decode("latin-1").split(",") if a.strip()]
     chain = [*forwarded, str(peer)]
     return chain[max(0, len(chain) - 1 - trusted_proxies)]
-
-
-class RateLimit:
-    """ASGI middleware: every request but /health is counted before anything else runs."""
-
-    def __init__(self, app: ASGIApp, limiter: RateLimiter, trusted_proxies: int) -> None:
-        self.app = app
-        self.limiter = limiter
-        self.trusted_proxies = trusted_proxies
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == "/health":
-            await self.app(scope, receive, send)
-            return
-        verdict = await self.limiter.check(client_address(scope, self.trusted_proxies))
-        if verdict.admitted:
-            await self.app(scope, receive, send)
-            return
-        request_id = str(scope.get("state", {}).get("request_id", ""))
-        response = error_response(
-            request_id,
-            429,
-            f"too many requests: at most {verdict.limit} in {verdict.window_seconds} s; "
-            f"retry after {verdict.reset_seconds} s",
-            "rate_limit",
-            {
-                "Retry-After": str(verdict.reset_seconds),
-                "RateLimit-Limit": str(verdict.limit),
-                "RateLimit-Remaining": str(verdict.remaining),
-                "RateLimit-Reset": str(verdict.reset_seconds),
-            },
-        )
-        await response(scope, receive, send)
