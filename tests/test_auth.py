@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import time
 from datetime import UTC, datetime, timedelta
 
 import jwt
@@ -297,6 +298,33 @@ def test_removing_a_user_revokes_its_sessions_and_tokens(env: Env) -> None:
 
     env.run(remove)
     assert env.request("GET", AGG, {"Authorization": f"Bearer {session}"}).status_code == 401
+    assert env.get(AGG, token=token).status_code == 401
+
+
+def remove_user(env: Env, name: str) -> None:
+    async def remove(conn: Connection) -> None:
+        await conn.execute(
+            "UPDATE users SET deleted_at = $1 WHERE name = $2", datetime.now(UTC), name
+        )
+
+    env.run(remove)
+
+
+def test_token_records_are_reused_within_the_cache_time(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(token_cache_seconds=600)
+    token = env.user_with_token("leaver", "User")
+    assert env.get(AGG, token=token).status_code == 200
+    remove_user(env, "leaver")
+    assert env.get(AGG, token=token).status_code == 200, "served from the cache"
+    assert env.get(AGG, token=env.user_with_token("other", "User")).status_code == 200
+
+
+def test_a_removed_user_is_refused_once_the_cache_time_passes(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(token_cache_seconds=0.3)
+    token = env.user_with_token("leaver", "User")
+    assert env.get(AGG, token=token).status_code == 200
+    remove_user(env, "leaver")
+    time.sleep(0.4)
     assert env.get(AGG, token=token).status_code == 401
 
 

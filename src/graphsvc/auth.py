@@ -18,6 +18,7 @@ from graphsvc.web import Request
 
 SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
 TOKEN_TOUCH_INTERVAL = 60.0
+TOKEN_CACHE_SIZE = 10000
 # Signed against when the token id is unknown, so unknown ids and bad signatures cost the same.
 UNKNOWN_TOKEN_KEY = "graphsvc-unknown-token"  # noqa: S105 - a public placeholder
 
@@ -44,6 +45,7 @@ class Authenticator:
         self.keys = keys
         self.permissions: dict[int, frozenset[str]] = {}
         self.touched: dict[str, float] = {}
+        self.tokens: dict[str, tuple[float, store.TokenCredentials]] = {}  # id: (until, record)
 
     async def load(self, conn: Connection) -> None:
         self.permissions = await store.role_permissions(conn)
@@ -101,7 +103,7 @@ class Authenticator:
 
         credentials = None
         if UUID_TEXT.fullmatch(token_id):
-            credentials = await store.find_token_credentials(conn, token_id.lower())
+            credentials = await self.token_credentials(conn, token_id.lower())
         key = (
             UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
         )
@@ -117,6 +119,24 @@ class Authenticator:
         if credentials is None or not valid:
             raise unauthorized("invalid signature or unknown token id")
         return Identity(credentials.principal, token_id=token_id.lower())
+
+    async def token_credentials(
+        self, conn: Connection, token_id: str
+    ) -> store.TokenCredentials | None:
+        """The token's stored record, reused for `token_cache_seconds`: the lookup is as
+        costly as a simple operation. Unknown ids are not remembered (anyone can send those)."""
+        now = time.monotonic()
+        cached = self.tokens.get(token_id)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        credentials = await store.find_token_credentials(conn, token_id)
+        if credentials is None or self.settings.token_cache_seconds <= 0:
+            self.tokens.pop(token_id, None)
+            return credentials
+        if len(self.tokens) >= TOKEN_CACHE_SIZE:
+            self.tokens.clear()
+        self.tokens[token_id] = (now + self.settings.token_cache_seconds, credentials)
+        return credentials
 
     def authorize(self, identity: Identity, permission: str | None) -> None:
         principal = identity.principal

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     signature_max_future_seconds: int = 15 * 60
     """A signed request whose RequestDate is further ahead than this is rejected."""
 
+    token_cache_seconds: float = 1.0
+    """Seconds a process may reuse a token's stored record; revoking takes this long at most."""
+
     accept_path_only_signatures: bool = False
     """Weaker, for old SDKs: also accept signatures computed over the path without its query."""
 

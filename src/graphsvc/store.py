@@ -1040,13 +1040,12 @@ async def insert_user(
 @dataclass
 class TokenCredentials:
     key_ciphertext: str
-    last_access: datetime
     principal: Principal | None  # None for a token that belongs to a collection client
 
 
 async def find_token_credentials(conn: Connection, token_id: str) -> TokenCredentials | None:
     r = await conn.fetchrow(
-        """SELECT t.key_ciphertext, t.last_access, u.id, u.role_id, u.is_disabled
+        """SELECT t.key_ciphertext, u.id, u.role_id, u.is_disabled
         FROM auth_tokens t LEFT JOIN users u ON u.id = t.user_id AND u.deleted_at IS NULL
         WHERE t.id = $1 AND t.deleted_at IS NULL
           AND (t.user_id IS NULL OR u.id IS NOT NULL)""",
@@ -1054,7 +1053,7 @@ async def find_token_credentials(conn: Connection, token_id: str) -> TokenCreden
     )
     if r is None:
         return None
-    return TokenCredentials(r[0], r[1], None if r[2] is None else Principal(r[2], r[3], r[4]))
+    return TokenCredentials(r[0], None if r[1] is None else Principal(r[1], r[2], r[3]))
 
 
 async def insert_token(
