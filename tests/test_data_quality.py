@@ -10,6 +10,7 @@ import pytest
 
 from graphsvc import store
 from graphsvc.db import Connection
+from graphsvc.generate import AggregationHistory
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations"
@@ -265,3 +266,18 @@ def test_tenant_stats_parameters_are_checked(env: Env) -> None:
     ]:
         response = env.get(STATS.format(TENANT) + "?" + query)
         assert response.status_code == 400 and response.json()["errors"][0]["context"] == context
+
+
+def test_a_long_generated_history_answers_by_its_window(env: Env) -> None:
+    end = now().replace(microsecond=0)
+    history = AggregationHistory(5000, end, per_run=20, every_minutes=15)
+    added = env.run(lambda conn: store.bulk_insert_aggregations(conn, history.aggregation_rows({})))
+    assert added == 5000
+    start = end - timedelta(hours=24)
+    window = f"&start={start.isoformat()}&end={end.isoformat()}".replace("+00:00", "Z")
+    body = env.get(f"{AGG}?schema_environment_kind_id=8{window}&limit=5").json()
+    # Runs every 15 minutes: 97 of them (0 to 24 hours back, both ends included).
+    assert body["count"] == 97 * 20
+    assert [r["run_id"] for r in body["data"]] == ["history-0"] * 5
+    everything = env.get(f"{AGG}?schema_environment_kind_id=8&start=2000-01-01T00:00:00Z").json()
+    assert everything["count"] == 5000

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from graphsvc import store
 from graphsvc.demo import DOMAIN, sid
+from graphsvc.generate import ScaleGraph
 from tests.conftest import Env
 
 FILE01, APP01, WS03, DC01 = sid(1300), sid(1301), sid(1304), sid(1000)
@@ -165,3 +169,38 @@ def test_group_cycles_terminate(env: Env) -> None:
         env.run(lambda conn: ingest_files(conn, [path]))
     body = env.get(URL.format("c1")).json()
     assert body["count"] == 3 and names(body) == ["G1", "G2", "U1"]
+
+
+def load_scale_graph(env: Env, graph: ScaleGraph) -> tuple[int, int]:
+    now = datetime.now(UTC)
+    return env.run(
+        lambda conn: store.bulk_insert_graph(
+            conn, graph.node_rows(), graph.edge_rows(), graph.sid, now
+        )
+    )
+
+
+def test_a_bulk_loaded_scale_graph_answers_its_known_holders(env: Env) -> None:
+    graph = ScaleGraph(2000, wide_members=120)
+    nodes, edges = load_scale_graph(env, graph)
+    assert nodes == 2000
+    assert 9 <= edges / nodes <= 11, "about ten edges per node"
+    for computer in (0, 1, 2, 20, 40):
+        object_id = graph.object_id(graph.computer_id(computer))
+        body = env.get(URL.format(object_id) + "?limit=10000").json()
+        expected = graph.dcom_holders(computer)
+        assert {entry["objectID"] for entry in body["data"]} == expected, computer
+        assert body["count"] == len(expected)
+    assert len(graph.dcom_holders(0)) > 20, "a nested tree of groups and their users"
+    assert graph.dcom_holders(1) == set()
+    assert len(graph.dcom_holders(2)) == 121, "the wide group and its members"
+
+
+def test_bulk_loading_twice_keeps_ids_apart(env: Env) -> None:
+    first, second = ScaleGraph(300), ScaleGraph(300, sid="S-1-5-21-901-901-901")
+    load_scale_graph(env, first)
+    load_scale_graph(env, second)
+    for graph in (first, second):
+        object_id = graph.object_id(graph.computer_id(0))
+        body = env.get(URL.format(object_id) + "?limit=10000").json()
+        assert {entry["objectID"] for entry in body["data"]} == graph.dcom_holders(0)

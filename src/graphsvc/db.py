@@ -42,6 +42,11 @@ class Connection(Protocol):
     async def fetchval(self, sql: str, *args: Any) -> Any: ...
     async def execute(self, sql: str, *args: Any) -> None: ...
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Append rows in bulk (PostgreSQL's COPY; a plain multi-row insert on SQLite)."""
+        ...
 
 
 class Database(Protocol):
@@ -104,6 +109,15 @@ def in_list(dialect: Dialect, column: str, param: str) -> str:
 
 def list_param(dialect: Dialect, values: Iterable[str]) -> object:
     return json.dumps(list(values)) if dialect == "sqlite" else list(values)
+
+
+async def sync_id_sequence(conn: Connection, table: str) -> None:
+    """After rows were added with explicit ids: PostgreSQL's sequence must move past them
+    (SQLite's rowid needs nothing)."""
+    if conn.dialect == "postgresql":
+        await conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+        )
 
 
 def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:
@@ -218,6 +232,14 @@ class SQLiteConnection:
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self.run(self._executemany, sql, rows)
 
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        values = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        await self.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values})", rows
+        )
+
 
 class SQLiteDatabase:
     dialect: Dialect = "sqlite"
@@ -313,6 +335,11 @@ class PostgresConnection:
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self.raw.executemany(sql, rows)
+
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
 
 
 async def init_postgres_connection(raw: Any) -> None:

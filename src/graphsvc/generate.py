@@ -10,8 +10,11 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
+
+from graphsvc import store
 
 DCOM_GROUP_RID = 562
 
@@ -432,3 +435,168 @@ class LargeDomain:
             with (folder / f"{meta_type}.json").open("w") as out:
                 counts[meta_type] = write_document(out, meta_type, records, version=6)
         return counts
+
+
+# --- graphs for scale, loaded in bulk -------------------------------------------------------
+
+SCALE_EDGE_KINDS = ("Contains", "MemberOf", "HasSession", "AdminTo", "ExecuteDCOM",
+                    "GenericAll", "GenericWrite", "WriteDacl", "WriteOwner", "Owns")  # fmt: skip
+ACL_KINDS = SCALE_EDGE_KINDS[5:]
+
+
+@dataclass
+class ScaleGraph:
+    """An AD-shaped graph of about `nodes` nodes and ten edges per node, as rows to load in
+    bulk (through the collectors' JSON, a million objects take minutes to ingest).
+
+    Ids are positions (1 is the domain, then Domain Users, Domain Computers, the groups, the
+    users, the computers). Groups nest `depth` levels: group g is a member of g + leaves.
+    Each user is in two leaf groups and Domain Users; each object gets ACL edges from
+    `acl_edges` groups. Computer 0 grants DCOM to a top group (its tree: about 165 principals
+    at every size) and to one user; computer 1 grants it to nobody; computer 2 to a group of
+    `wide_members` users; one computer in twenty to a top group and a user.
+    """
+
+    nodes: int
+    sid: str = "S-1-5-21-900-900-900"
+    domain: str = "SCALE.LOCAL"
+    depth: int = 4
+    acl_edges: int = 5
+    wide_members: int = 2000
+
+    def __post_init__(self) -> None:
+        self.groups = max(10, self.nodes * 4 // 100)
+        self.computers = max(3, self.nodes * 16 // 100)
+        self.users = max(10, self.nodes - self.groups - self.computers - 4)
+        self.leaves = max(1, self.groups // self.depth)
+
+    # ids: the domain, Domain Users, Domain Computers, the wide group, then groups, users,
+    # computers
+    def group_id(self, g: int) -> int:
+        return 5 + g
+
+    def user_id(self, u: int) -> int:
+        return 5 + self.groups + u
+
+    def computer_id(self, c: int) -> int:
+        return 5 + self.groups + self.users + c
+
+    def object_id(self, node_id: int) -> str:
+        return f"{self.sid}-{100_000 + node_id}" if node_id > 1 else self.sid
+
+    def node_rows(self) -> Iterator[tuple[int, str, str, str]]:
+        """(id, object id, name, label) of every node."""
+        d = self.domain
+        yield 1, self.sid, d, "Domain"
+        yield 2, self.object_id(2), f"DOMAIN USERS@{d}", "Group"
+        yield 3, self.object_id(3), f"DOMAIN COMPUTERS@{d}", "Group"
+        yield 4, self.object_id(4), f"WIDE@{d}", "Group"
+        for g in range(self.groups):
+            yield self.group_id(g), self.object_id(self.group_id(g)), f"GROUP{g}@{d}", "Group"
+        for u in range(self.users):
+            yield self.user_id(u), self.object_id(self.user_id(u)), f"USER{u}@{d}", "User"
+        for c in range(self.computers):
+            node = self.computer_id(c)
+            yield node, self.object_id(node), f"HOST{c}.{d}", "Computer"
+
+    def user_groups(self, u: int) -> tuple[int, int]:
+        return (u * 7) % self.leaves, (u * 7 + 13) % self.leaves
+
+    def top_group(self, c: int) -> int:
+        """The top-level group a DCOM-granting computer grants to."""
+        tops = range((self.depth - 1) * self.leaves, self.groups)
+        return tops[(c // 20) % len(tops)] if len(tops) else self.groups - 1
+
+    def dcom_grants(self, c: int) -> list[int]:
+        if c == 1:
+            return []
+        if c == 2:
+            return [4]
+        if c % 20 == 0:
+            return [self.group_id(self.top_group(c)), self.user_id(c % self.users)]
+        return []
+
+    def edge_rows(self) -> Iterator[tuple[int, int, str]]:
+        """(start id, end id, kind) of every edge."""
+        for node in range(2, self.computer_id(self.computers)):
+            yield 1, node, "Contains"
+            for k in range(self.acl_edges):
+                group = self.group_id((node * 31 + k * 17) % self.groups)
+                if group != node:
+                    yield group, node, ACL_KINDS[(node + k) % len(ACL_KINDS)]
+        for g in range(self.groups - self.leaves):
+            yield self.group_id(g), self.group_id(g + self.leaves), "MemberOf"
+        for u in range(self.users):
+            node = self.user_id(u)
+            first, second = self.user_groups(u)
+            yield node, self.group_id(first), "MemberOf"
+            if second != first:
+                yield node, self.group_id(second), "MemberOf"
+            yield node, 2, "MemberOf"
+            if u < self.wide_members:
+                yield node, 4, "MemberOf"
+        for c in range(self.computers):
+            node = self.computer_id(c)
+            yield node, 3, "MemberOf"
+            for s in range(3):
+                yield node, self.user_id((c * 31 + s) % self.users), "HasSession"
+            yield self.group_id(c % self.groups), node, "AdminTo"
+            for holder in self.dcom_grants(c):
+                yield holder, node, "ExecuteDCOM"
+
+    def dcom_holders(self, c: int) -> set[str]:
+        """The object ids the DCOM list of computer `c` must name, worked out from the shape
+        (not from the edges) so tests can check the store's answer against it."""
+        holders: set[int] = set()
+        for grant in self.dcom_grants(c):
+            holders.add(grant)
+            if grant == 4:
+                holders.update(self.user_id(u) for u in range(min(self.wide_members, self.users)))
+            elif grant >= self.group_id(0) and grant < self.user_id(0):
+                groups = {grant - self.group_id(0)}
+                while True:
+                    below = {g - self.leaves for g in groups if g - self.leaves >= 0} - groups
+                    if not below:
+                        break
+                    groups |= below
+                holders.update(self.group_id(g) for g in groups)
+                holders.update(self.user_id(u) for u in range(self.users)
+                               if set(self.user_groups(u)) & groups)  # fmt: skip
+        return {self.object_id(h) for h in holders}
+
+
+@dataclass
+class AggregationHistory:
+    """A long data-quality history for the AD environment kind: a collection run every
+    `every_minutes` going back from `end`, each run storing `per_run` aggregation rows (node
+    counts per kind, then relationship counts per kind), `rows` rows in all."""
+
+    rows: int
+    end: datetime
+    per_run: int = 20
+    every_minutes: int = 15
+    extension_id: int = 1
+    environment_kind_id: int = 8
+
+    def aggregation_rows(
+        self, kind_ids: dict[str, int]
+    ) -> Iterator[tuple[store.AggregationRow, datetime]]:
+        """Each row with its creation time, newest run first."""
+        node_kinds = ["User", "Computer", "Group", "Domain", "GPO", "OU", "Container"]
+        edge_kinds = list(SCALE_EDGE_KINDS)
+        metrics = (
+            [("node", k) for k in node_kinds] + [("relationship", k) for k in edge_kinds]
+        ) * (self.per_run // (len(node_kinds) + len(edge_kinds)) + 1)
+        for i in range(self.rows):
+            run, slot = divmod(i, self.per_run)
+            metric_type, name = metrics[slot]
+            row = store.AggregationRow(
+                f"history-{run}",
+                self.extension_id,
+                self.environment_kind_id,
+                metric_type,
+                name,
+                float(1000 + (run * 7 + slot * 13) % 5000),
+                kind_ids.get(name) if metric_type == "node" else None,
+            )
+            yield row, self.end - timedelta(minutes=self.every_minutes * run)

@@ -18,8 +18,11 @@ from graphsvc.db import (
     json_property_equals,
     json_value_param,
     list_param,
+    sync_id_sequence,
 )
 from graphsvc.records import NodeRecord
+
+BULK_BATCH = 50_000  # rows per COPY (or multi-row insert) in bulk loads
 
 # --- reading helpers --------------------------------------------------------------------
 
@@ -118,6 +121,26 @@ async def insert_aggregations(
             for r in rows
         ],
     )
+
+
+async def bulk_insert_aggregations(
+    conn: Connection, rows: Iterable[tuple[AggregationRow, datetime]]
+) -> int:
+    """Append aggregation rows, each with its own creation time (benchmark histories)."""
+    columns = ["run_id", "extension_id", "environment_kind_id", "metric_type", "metric_name",
+               "metric_value", "kind_id", "created_at", "updated_at"]  # fmt: skip
+    count = 0
+    batch: list[tuple[Any, ...]] = []
+    for r, created_at in rows:
+        batch.append((r.run_id, r.extension_id, r.environment_kind_id, r.metric_type,
+                      r.metric_name, r.metric_value, r.kind_id, created_at,
+                      created_at))  # fmt: skip
+        if len(batch) >= BULK_BATCH:
+            await conn.copy_rows("data_quality_aggregations", columns, batch)
+            count += len(batch)
+            batch.clear()
+    await conn.copy_rows("data_quality_aggregations", columns, batch)
+    return count + len(batch)
 
 
 TENANT_COUNT_FIELDS = (
@@ -428,6 +451,66 @@ async def upsert_edges(
             updated_at = excluded.updated_at""",
         [(s, e, kind_ids[k], json.dumps(p), env, run_id, now) for s, e, k, p, env in edges],
     )
+
+
+async def bulk_insert_graph(
+    conn: Connection,
+    nodes: Iterable[tuple[int, str, str, str]],
+    edges: Iterable[tuple[int, int, str]],
+    environment_id: str,
+    now: datetime,
+) -> tuple[int, int]:
+    """Append a whole graph to the store, for benchmarks at scale: nodes as (id, object id,
+    name, label), edges as (start id, end id, kind), ids counting from 1 within the graph.
+    The object ids must be new to the store. Returns the numbers of nodes and edges added."""
+    offset = int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM nodes"))
+    kind_ids: dict[str, int] = {}
+
+    async def kind(name: str) -> int:
+        if name not in kind_ids:
+            kind_ids.update(await ensure_kinds(conn, [name]))
+        return kind_ids[name]
+
+    base = await kind("Base")
+    node_count = edge_count = 0
+    node_rows: list[tuple[Any, ...]] = []
+    kind_rows: list[tuple[int, int]] = []
+    for node_id, object_id, name, label in nodes:
+        node_rows.append((node_id + offset, object_id, name, label, json.dumps([label, "Base"]),
+                          json.dumps({"name": name}), environment_id, now, now))  # fmt: skip
+        kind_rows += [(node_id + offset, await kind(label)), (node_id + offset, base)]
+        if len(node_rows) >= BULK_BATCH:
+            node_count += await copy_nodes(conn, node_rows, kind_rows)
+    node_count += await copy_nodes(conn, node_rows, kind_rows)
+    await sync_id_sequence(conn, "nodes")
+    edge_rows: list[tuple[Any, ...]] = []
+    for start, end, edge_kind in edges:
+        edge_rows.append((start + offset, end + offset, await kind(edge_kind), "{}",
+                          environment_id, now, now))  # fmt: skip
+        if len(edge_rows) >= BULK_BATCH:
+            edge_count += await copy_edges(conn, edge_rows)
+    edge_count += await copy_edges(conn, edge_rows)
+    return node_count, edge_count
+
+
+async def copy_nodes(
+    conn: Connection, rows: list[tuple[Any, ...]], kind_rows: list[tuple[int, int]]
+) -> int:
+    count = len(rows)
+    await conn.copy_rows("nodes", ["id", "object_id", "name", "label", "kinds", "properties",
+                                   "environment_id", "created_at", "updated_at"], rows)  # fmt: skip
+    await conn.copy_rows("node_kinds", ["node_id", "kind_id"], kind_rows)
+    rows.clear()
+    kind_rows.clear()
+    return count
+
+
+async def copy_edges(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
+    count = len(rows)
+    await conn.copy_rows("edges", ["start_id", "end_id", "kind_id", "properties",
+                                   "environment_id", "created_at", "updated_at"], rows)  # fmt: skip
+    rows.clear()
+    return count
 
 
 async def delete_nodes(conn: Connection, object_ids: Sequence[str]) -> None:
