@@ -120,6 +120,16 @@ async def sync_id_sequence(conn: Connection, table: str) -> None:
         )
 
 
+async def refresh_planner_statistics(conn: Connection, tables: Sequence[str]) -> None:
+    """After a large load: PostgreSQL plans the recursive DCOM walk from row estimates, and
+    stale ones (autovacuum has not run yet) turn milliseconds into seconds; SQLite's planner
+    gets the same chance through PRAGMA optimize."""
+    if conn.dialect == "postgresql":
+        await conn.execute(f"ANALYZE {', '.join(tables)}")
+    else:
+        await conn.execute("PRAGMA optimize")
+
+
 def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:
     """SQL testing that a top-level property of a JSON text column equals a value, by JSON type
     (7 matches 7, not "7"); pass the value through `json_value_param`."""

@@ -95,4 +95,5 @@ async def ingest_files(
     labels = [s.label for s in sources]
     await store.insert_ingest_run(conn, run_id, labels, nodes, edges, now)
     await stats.record_run_statistics(conn, run_id, now)
+    await store.refresh_statistics_after(conn, nodes + edges)
     return IngestResult(run_id, labels, nodes, edges, now)

@@ -18,6 +18,7 @@ from graphsvc.db import (
     json_property_equals,
     json_value_param,
     list_param,
+    refresh_planner_statistics,
     sync_id_sequence,
 )
 from graphsvc.records import NodeRecord
@@ -140,6 +141,7 @@ async def bulk_insert_aggregations(
             count += len(batch)
             batch.clear()
     await conn.copy_rows("data_quality_aggregations", columns, batch)
+    await refresh_planner_statistics(conn, ["data_quality_aggregations"])
     return count + len(batch)
 
 
@@ -453,6 +455,16 @@ async def upsert_edges(
     )
 
 
+GRAPH_TABLES = ("nodes", "node_kinds", "edges")
+# A run that adds this many nodes and edges refreshes the planner's statistics.
+LARGE_RUN_ROWS = 10_000
+
+
+async def refresh_statistics_after(conn: Connection, rows_added: int) -> None:
+    if rows_added >= LARGE_RUN_ROWS:
+        await refresh_planner_statistics(conn, GRAPH_TABLES)
+
+
 async def bulk_insert_graph(
     conn: Connection,
     nodes: Iterable[tuple[int, str, str, str]],
@@ -467,8 +479,7 @@ async def bulk_insert_graph(
     kind_ids: dict[str, int] = {}
 
     async def kind(name: str) -> int:
-        if name not in kind_ids:
-            kind_ids.update(await ensure_kinds(conn, [name]))
+        kind_ids.update(await ensure_kinds(conn, [name]))
         return kind_ids[name]
 
     base = await kind("Base")
@@ -478,18 +489,20 @@ async def bulk_insert_graph(
     for node_id, object_id, name, label in nodes:
         node_rows.append((node_id + offset, object_id, name, label, json.dumps([label, "Base"]),
                           json.dumps({"name": name}), environment_id, now, now))  # fmt: skip
-        kind_rows += [(node_id + offset, await kind(label)), (node_id + offset, base)]
+        label_id = kind_ids.get(label) or await kind(label)
+        kind_rows += [(node_id + offset, label_id), (node_id + offset, base)]
         if len(node_rows) >= BULK_BATCH:
             node_count += await copy_nodes(conn, node_rows, kind_rows)
     node_count += await copy_nodes(conn, node_rows, kind_rows)
     await sync_id_sequence(conn, "nodes")
     edge_rows: list[tuple[Any, ...]] = []
     for start, end, edge_kind in edges:
-        edge_rows.append((start + offset, end + offset, await kind(edge_kind), "{}",
-                          environment_id, now, now))  # fmt: skip
+        kind_id = kind_ids.get(edge_kind) or await kind(edge_kind)
+        edge_rows.append((start + offset, end + offset, kind_id, "{}", environment_id, now, now))
         if len(edge_rows) >= BULK_BATCH:
             edge_count += await copy_edges(conn, edge_rows)
     edge_count += await copy_edges(conn, edge_rows)
+    await refresh_planner_statistics(conn, GRAPH_TABLES)
     return node_count, edge_count
 
 
