@@ -58,8 +58,8 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
         return {"data": row.__dict__ if row else None}
     if parts[2] == "clients":
         return m.ClientResponse(await store.get_client(conn, parts[3]))  # type: ignore[arg-type]
-    computer = await store.find_node_id(conn, parts[3], label="Computer")
-    count, entries = await store.list_dcom_holders(conn, computer or 0, BY_NAME, 0, 10)
+    target = await store.find_dcom_target(conn, parts[3]) or store.DcomTarget(0, None, None)
+    count, entries = await store.list_dcom_holders(conn, target, BY_NAME, 0, 10)
     return m.PagedNodeList(count, 0, 10, entries)
 
 

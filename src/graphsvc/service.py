@@ -94,10 +94,10 @@ async def get_client(conn: Connection, client_id: str) -> m.ClientResponse:
 async def get_dcom_rights(
     conn: Connection, object_id: str, sort: Sequence[tuple[str, bool]], page: Page
 ) -> m.PagedNodeList:
-    computer_id = await store.find_node_id(conn, object_id, label="Computer")
-    if computer_id is None:
+    target = await store.find_dcom_target(conn, object_id)
+    if target is None:
         raise not_found(f"no computer with object id {object_id}", "object_id")
-    count, rows = await store.list_dcom_holders(conn, computer_id, sort, page.skip, page.limit)
+    count, rows = await store.list_dcom_holders(conn, target, sort, page.skip, page.limit)
     return m.PagedNodeList(count, page.skip, page.limit, rows)
 
 
