@@ -214,6 +214,24 @@ def postgres_database(url: str, work: Path) -> str | None:
     return f"{base}/{name}"
 
 
+def drop_postgres_database(url: str) -> None:
+    """Remove a database `store_urls` made (connecting to the server's `postgres` one)."""
+    import asyncio
+
+    import asyncpg as pg
+
+    base, _, name = url.rpartition("/")
+
+    async def drop() -> None:
+        conn = await pg.connect(f"{base}/postgres", timeout=3)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
+
+
 def store_urls(work: Path, postgres_url: str) -> dict[str, str]:
     """SQLite in `work`, and a fresh PostgreSQL database when the server is reachable; each
     store gets a folder of its own under `work`."""
@@ -244,8 +262,13 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="graphsvc-bench-") as folder:
         work = Path(folder)
-        for name, url in store_urls(work, args.postgres).items():
-            results += bench_store(name, url, work / name, args)
+        urls = store_urls(work, args.postgres)
+        try:
+            for name, url in urls.items():
+                results += bench_store(name, url, work / name, args)
+        finally:
+            if "postgresql" in urls:
+                drop_postgres_database(urls["postgresql"])
     print(table(results))
     failed = [r for r in results if r["non_2xx"]]
     out = HERE / "results" / ("smoke.json" if args.smoke else "run.json")

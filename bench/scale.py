@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from run import free_port, graphsvc, signed, start, store_urls, wrk
+from run import drop_postgres_database, free_port, graphsvc, signed, start, store_urls, wrk
 
 from graphsvc import store
 from graphsvc.db import run_once
@@ -127,9 +127,14 @@ def main() -> None:
     for nodes in sorted({*args.sqlite_sizes, *args.postgres_sizes}):
         with tempfile.TemporaryDirectory(prefix="graphsvc-scale-") as folder:
             work = Path(folder)
-            for name, url in store_urls(work, args.postgres).items():
-                if nodes in sizes[name]:
-                    results += measure(name, url, nodes, work / name, args.duration)
+            urls = store_urls(work, args.postgres)
+            try:
+                for name, url in urls.items():
+                    if nodes in sizes[name]:
+                        results += measure(name, url, nodes, work / name, args.duration)
+            finally:
+                if "postgresql" in urls:
+                    drop_postgres_database(urls["postgresql"])
     print("| store | nodes | edges | operation | answer count | req/s | p50 ms | p99 ms |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
