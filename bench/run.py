@@ -96,6 +96,16 @@ def start(command: list[str], port: int, environment: dict[str, str], log: Path
     raise SystemExit(f"{command} did not start")
 
 
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Ask the server to shut down as Ctrl-C would; kill it if it has not within 20 s."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def server_pid(process: subprocess.Popen[bytes]) -> int:
     """The server's own pid (taskset execs it, so it is the child's)."""
     return process.pid
@@ -164,12 +174,7 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
                 if row["server"] == server and row["store"] == name:
                     row["server_peak_rss_mb"] = peak
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
     return results
 
 

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from run import drop_postgres_database, free_port, graphsvc, signed, start, store_urls, wrk
+from run import (
+    drop_postgres_database,
+    free_port,
+    graphsvc,
+    signed,
+    start,
+    stop,
+    store_urls,
+    wrk,
+)
 
 from graphsvc import store
 from graphsvc.db import run_once
@@ -98,11 +106,7 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
                             "load_seconds": loaded, **figures})  # fmt: skip
             print(results[-1], flush=True)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
     return results
 
 
