@@ -1,7 +1,7 @@
 """How the DCOM list and the data-quality operations cost grow with the graph and the answer.
 
     python bench/scale.py [--sqlite-sizes 10000 100000] [--postgres-sizes 10000 100000 1000000]
-                          [--postgres URL] [--duration 5]
+                          [--postgres URL] [--duration 5] [--smoke]
 
 For each size and store: a fresh database gets a generated AD graph of that many nodes with
 about ten edges per node (`graphsvc.generate.ScaleGraph`: groups nested four deep, DCOM
@@ -124,7 +124,10 @@ def main() -> None:
                         help="graph sizes on PostgreSQL")  # fmt: skip
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.sqlite_sizes, args.postgres_sizes, args.duration = [500], [500], 1
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     sizes = {"sqlite": args.sqlite_sizes, "postgresql": args.postgres_sizes}
@@ -146,7 +149,7 @@ def main() -> None:
               f"| {r['answer_count']:,} | {r['rps']:.0f} | {r['p50_ms']} "
               f"| {r['p99_ms']} |")  # fmt: skip
     seconds = round(time.monotonic() - started)
-    out = HERE / "results" / "scale.json"
+    out = HERE / "results" / ("scale-smoke.json" if args.smoke else "scale.json")
     out.parent.mkdir(exist_ok=True)
     summary = {"date": datetime.now(UTC).isoformat(), "args": vars(args), "seconds": seconds,
                "results": results}  # fmt: skip
