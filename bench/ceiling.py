@@ -19,9 +19,9 @@ from urllib.parse import parse_qs
 import msgspec
 import uvicorn
 
-from graphsvc import models as m
-from graphsvc import store
-from graphsvc.db import (
+from graphsvc import wire
+from graphsvc.store import clients, data_quality, extensions, graph, saml
+from graphsvc.store.db import (
     Connection,
     PostgresConnection,
     PostgresDatabase,
@@ -30,10 +30,11 @@ from graphsvc.db import (
     sqlite_args,
     sqlite_sql,
 )
+from graphsvc.store.paging import SortKey
 
 encode = msgspec.json.Encoder().encode
-NEWEST_FIRST = [("created_at", True)]
-BY_NAME = [("name", False), ("objectid", False)]
+NEWEST_FIRST = [SortKey("created_at", True)]
+BY_NAME = [SortKey("name", False), SortKey("objectid", False)]
 
 
 async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> Any:
@@ -43,24 +44,24 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
         kind = int(query["schema_environment_kind_id"][0])
         extension = int(query["schema_extension_id"][0]) if "schema_extension_id" in query else None
         if extension is not None:
-            await store.extension_exists(conn, extension)
-        count, rows = await store.list_aggregations(
+            await extensions.extension_exists(conn, extension)
+        count, rows = await data_quality.list_aggregations(
             conn, kind, extension, now - timedelta(days=30), now, NEWEST_FIRST, 0, 1000
         )
-        return m.PagedAggregations(count, 0, 1000, now - timedelta(days=30), now, rows)
+        return wire.PagedAggregations(count, 0, 1000, now - timedelta(days=30), now, rows)
     if parts[2] == "azure-tenants":
-        count, stats = await store.list_tenant_stats(
+        count, stats = await data_quality.list_tenant_stats(
             conn, parts[3], now - timedelta(days=30), now, NEWEST_FIRST, 0, 1000
         )
-        return m.PagedTenantStats(count, 0, 1000, now - timedelta(days=30), now, stats)
+        return wire.PagedTenantStats(count, 0, 1000, now - timedelta(days=30), now, stats)
     if parts[2] == "saml":
-        row = await store.get_saml_provider(conn, int(parts[4]))
+        row = await saml.find_saml_provider(conn, int(parts[4]))
         return {"data": row.__dict__ if row else None}
     if parts[2] == "clients":
-        return m.ClientResponse(await store.get_client(conn, parts[3]))  # type: ignore[arg-type]
-    target = await store.find_dcom_target(conn, parts[3]) or store.DcomTarget(0, None, None)
-    count, entries = await store.list_dcom_holders(conn, target, BY_NAME, 0, 10)
-    return m.PagedNodeList(count, 0, 10, entries)
+        return wire.ClientResponse(await clients.find_client(conn, parts[3]))  # type: ignore[arg-type]
+    target = await graph.find_dcom_target(conn, parts[3]) or graph.DcomTarget(0, None, None)
+    count, entries = await graph.list_dcom_holders(conn, target, BY_NAME, 0, 10)
+    return wire.PagedNodeList(count, 0, 10, entries)
 
 
 class InlineSQLite:

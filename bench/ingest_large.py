@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from graphsvc.generate import LargeDomain
+from shapes import LargeDomain
 
 BYTES_PER_OBJECT = 2830  # measured on LargeDomain's records
 

@@ -50,8 +50,13 @@ def pinned(core: int, command: list[str]) -> list[str]:
 
 
 def graphsvc(args: list[str], environment: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, "-m", "graphsvc", *args], env=environment,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "graphsvc", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"graphsvc {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
@@ -59,11 +64,16 @@ def graphsvc(args: list[str], environment: dict[str, str]) -> str:
 
 def prepare(environment: dict[str, str], work: Path, users: int) -> dict[str, Any]:
     """The demo (every operation's identifiers) plus a generated domain for a bigger graph."""
-    from graphsvc.generate import LargeDomain
+    from shapes import LargeDomain
 
     demo = json.loads(graphsvc(["demo", "--json"], environment))
-    shape = LargeDomain("BENCH.LOCAL", "S-1-5-21-700-700-700", users=users,
-                        computers=max(20, users // 5), groups=max(8, users // 25))  # fmt: skip
+    shape = LargeDomain(
+        "BENCH.LOCAL",
+        "S-1-5-21-700-700-700",
+        users=users,
+        computers=max(20, users // 5),
+        groups=max(8, users // 25),
+    )
     shape.write(work / "collection")
     graphsvc(["ingest", str(work / "collection")], environment)
     demo["dcom_computer"] = f"{shape.sid}-{shape.computer_rid(0)}"
@@ -81,8 +91,9 @@ def operations(demo: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def start(command: list[str], port: int, environment: dict[str, str], log: Path
-          ) -> subprocess.Popen[bytes]:  # fmt: skip
+def start(
+    command: list[str], port: int, environment: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
     """Start a server; its output goes to a file (an unread pipe would fill and stall it)."""
     with log.open("wb") as out:
         process = subprocess.Popen(pinned(0, command), env=environment, stdout=out, stderr=out)
@@ -118,21 +129,39 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def wrk(port: int, uri: str, headers: dict[str, str], connections: int, seconds: int,
-        script_dir: Path) -> dict[str, float]:  # fmt: skip
+def wrk(
+    port: int, uri: str, headers: dict[str, str], connections: int, seconds: int, script_dir: Path
+) -> dict[str, float]:
     script = script_dir / "request.lua"
     lines = [f'wrk.path = "{uri}"'] + [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
     script.write_text("\n".join(lines) + "\n")
     done = subprocess.run(
-        pinned(1, ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
-                   "-s", str(script), f"http://127.0.0.1:{port}"]),
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        pinned(
+            1,
+            [
+                "wrk",
+                "-t1",
+                f"-c{connections}",
+                f"-d{seconds}s",
+                "--latency",
+                "-s",
+                str(script),
+                f"http://127.0.0.1:{port}",
+            ],
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out = done.stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50_ms": latency(out, "50%"), "p99_ms": latency(out, "99%"),
-            "non_2xx": int(errors.group(1)) if errors else 0}  # fmt: skip
+    return {
+        "rps": rps,
+        "p50_ms": latency(out, "50%"),
+        "p99_ms": latency(out, "99%"),
+        "non_2xx": int(errors.group(1)) if errors else 0,
+    }
 
 
 def latency(out: str, percentile: str) -> float:
@@ -145,30 +174,46 @@ def latency(out: str, percentile: str) -> float:
 
 def signed(token_id: str, token_key: str, uri: str) -> dict[str, str]:
     date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return {"Authorization": f"svcsignature {token_id}", "RequestDate": date,
-            "Signature": sign_request(token_key, "GET", uri, date, b"")}  # fmt: skip
+    return {
+        "Authorization": f"svcsignature {token_id}",
+        "RequestDate": date,
+        "Signature": sign_request(token_key, "GET", uri, date, b""),
+    }
 
 
 def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    environment = {**os.environ, "GRAPHSVC_DATA_DIR": str(work), "GRAPHSVC_DATABASE_URL": url,
-                   "GRAPHSVC_LOG_LEVEL": "warning",
-                   # On, so its cost is measured; high, so no benchmark is refused.
-                   "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000"}  # fmt: skip
+    environment = {
+        **os.environ,
+        "GRAPHSVC_DATA_DIR": str(work),
+        "GRAPHSVC_DATABASE_URL": url,
+        "GRAPHSVC_LOG_LEVEL": "warning",
+        # On, so its cost is measured; high, so no benchmark is refused.
+        "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
+    }
     demo = prepare(environment, work, args.users)
     results = []
     for server in ("ceiling", "graphsvc"):
         port = free_port()
-        command = ([sys.executable, str(HERE / "ceiling.py"), "--port", str(port),
-                    "--database-url", url] if server == "ceiling" else
-                   [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)])  # fmt: skip
+        command = (
+            [sys.executable, str(HERE / "ceiling.py"), "--port", str(port), "--database-url", url]
+            if server == "ceiling"
+            else [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)]
+        )
         process = start(command, port, environment, work / f"{server}.log")
         try:
             for operation, uri in operations(demo).items():
                 headers = signed(demo["token_id"], demo["token_key"], uri)
                 for connections in args.connections:
                     figures = wrk(port, uri, headers, connections, args.duration, work)
-                    results.append({"store": name, "server": server, "operation": operation,
-                                    "connections": connections, **figures})  # fmt: skip
+                    results.append(
+                        {
+                            "store": name,
+                            "server": server,
+                            "operation": operation,
+                            "connections": connections,
+                            **figures,
+                        }
+                    )
             peak = peak_rss_mb(server_pid(process))
             for row in results:
                 if row["server"] == server and row["store"] == name:
@@ -179,18 +224,26 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    ceiling = {(r["store"], r["operation"], r["connections"]): r["rps"]
-               for r in results if r["server"] == "ceiling"}  # fmt: skip
-    lines = ["| store | operation | conns | req/s | p50 ms | p99 ms | ceiling req/s | ratio "
-             "| peak RSS MB | non-2xx |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    ceiling = {
+        (r["store"], r["operation"], r["connections"]): r["rps"]
+        for r in results
+        if r["server"] == "ceiling"
+    }
+    lines = [
+        "| store | operation | conns | req/s | p50 ms | p99 ms | ceiling req/s | ratio "
+        "| peak RSS MB | non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if r["server"] != "graphsvc":
             continue
         top = ceiling[(r["store"], r["operation"], r["connections"])]
         r["ratio"] = round(r["rps"] / top, 2) if top else 0.0
-        lines.append(f"| {r['store']} | {r['operation']} | {r['connections']} | {r['rps']:.0f} "
-                     f"| {r['p50_ms']} | {r['p99_ms']} | {top:.0f} | {r['ratio']} "
-                     f"| {r['server_peak_rss_mb']} | {r['non_2xx']} |")  # fmt: skip
+        lines.append(
+            f"| {r['store']} | {r['operation']} | {r['connections']} | {r['rps']:.0f} "
+            f"| {r['p50_ms']} | {r['p99_ms']} | {top:.0f} | {r['ratio']} "
+            f"| {r['server_peak_rss_mb']} | {r['non_2xx']} |"
+        )
     return "\n".join(lines)
 
 
@@ -251,8 +304,9 @@ def store_urls(work: Path, postgres_url: str) -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES",
-                                                             DEFAULT_POSTGRES))  # fmt: skip
+    parser.add_argument(
+        "--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES", DEFAULT_POSTGRES)
+    )
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--users", type=int, default=8000, help="users in the generated domain")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
@@ -278,9 +332,18 @@ def main() -> None:
     failed = [r for r in results if r["non_2xx"]]
     out = HERE / "results" / ("smoke.json" if args.smoke else "run.json")
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"date": datetime.now(UTC).isoformat(), "args": vars(args),
-                               "seconds": round(time.monotonic() - started),
-                               "results": results}, indent=2) + "\n")  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "date": datetime.now(UTC).isoformat(),
+                "args": vars(args),
+                "seconds": round(time.monotonic() - started),
+                "results": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"\n{len(results)} runs in {time.monotonic() - started:.0f} s; written to {out}")
     if failed:
         raise SystemExit(f"{len(failed)} runs had non-2xx answers: {failed[0]}")

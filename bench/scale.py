@@ -4,7 +4,7 @@
                           [--postgres URL] [--duration 5] [--smoke]
 
 For each size and store: a fresh database gets a generated AD graph of that many nodes with
-about ten edges per node (`graphsvc.generate.ScaleGraph`: groups nested four deep, DCOM
+about ten edges per node (`graphsvc.demo.collectors.ScaleGraph`: groups nested four deep, DCOM
 granted to groups and users) and a data-quality history of as many aggregation rows
 (`AggregationHistory`: a run every 15 minutes), both bulk loaded. graphsvc then serves it,
 pinned to core 0, and wrk on core 1 drives at 32 connections: the DCOM list of computers
@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bulk import bulk_insert_aggregations, bulk_insert_graph
 from run import (
     drop_postgres_database,
     free_port,
@@ -37,46 +38,58 @@ from run import (
     store_urls,
     wrk,
 )
+from shapes import AggregationHistory, ScaleGraph
 
-from graphsvc import store
-from graphsvc.db import run_once
-from graphsvc.generate import AggregationHistory, ScaleGraph
+from graphsvc.store.db import run_in_transaction
 
 HERE = Path(__file__).resolve().parent
 
 
 def load(url: str, graph: ScaleGraph, history: AggregationHistory) -> tuple[int, int, int]:
     async def work(conn: Any) -> tuple[int, int, int]:
-        nodes, edges = await store.bulk_insert_graph(
+        nodes, edges = await bulk_insert_graph(
             conn, graph.node_rows(), graph.edge_rows(), graph.sid, history.end
         )
-        rows = await store.bulk_insert_aggregations(conn, history.aggregation_rows({}))
+        rows = await bulk_insert_aggregations(conn, history.aggregation_rows({}))
         return nodes, edges, rows
 
-    return asyncio.run(run_once(url, work))
+    return asyncio.run(run_in_transaction(url, work))
 
 
 def answer_count(port: int, uri: str, headers: dict[str, str]) -> int:
     out = subprocess.run(
-        ["curl", "-sf", f"http://127.0.0.1:{port}{uri}",
-         *[a for k, v in headers.items() for a in ("-H", f"{k}: {v}")]],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "curl",
+            "-sf",
+            f"http://127.0.0.1:{port}{uri}",
+            *[a for k, v in headers.items() for a in ("-H", f"{k}: {v}")],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(json.loads(out)["count"])
 
 
 def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[dict[str, Any]]:
-    environment = {**os.environ, "GRAPHSVC_DATA_DIR": str(work), "GRAPHSVC_DATABASE_URL": url,
-                   "GRAPHSVC_LOG_LEVEL": "warning",
-                   "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000"}  # fmt: skip
+    environment = {
+        **os.environ,
+        "GRAPHSVC_DATA_DIR": str(work),
+        "GRAPHSVC_DATABASE_URL": url,
+        "GRAPHSVC_LOG_LEVEL": "warning",
+        "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
+    }
     graphsvc(["db", "upgrade"], environment)
     now = datetime.now(UTC)
     graph, history = ScaleGraph(nodes), AggregationHistory(nodes, now)
     started = time.monotonic()
     node_count, edge_count, history_rows = load(url, graph, history)
     loaded = round(time.monotonic() - started, 1)
-    print(f"{name} {nodes:,}: {node_count:,} nodes, {edge_count:,} edges, {history_rows:,} "
-          f"aggregation rows loaded in {loaded} s", flush=True)  # fmt: skip
+    print(
+        f"{name} {nodes:,}: {node_count:,} nodes, {edge_count:,} edges, {history_rows:,} "
+        f"aggregation rows loaded in {loaded} s",
+        flush=True,
+    )
     graphsvc(["user", "create", "bench", "--role", "Administrator"], environment)
     token = json.loads(graphsvc(["token", "create", "--user", "bench", "--json"], environment))
 
@@ -100,10 +113,18 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
         for operation, uri in uris.items():
             headers = signed(token["id"], token["key"], uri)
             figures = wrk(port, uri, headers, 32, seconds, work)
-            results.append({"store": name, "nodes": node_count, "edges": edge_count,
-                            "aggregation_rows": history_rows, "operation": operation,
-                            "answer_count": answer_count(port, uri, headers),
-                            "load_seconds": loaded, **figures})  # fmt: skip
+            results.append(
+                {
+                    "store": name,
+                    "nodes": node_count,
+                    "edges": edge_count,
+                    "aggregation_rows": history_rows,
+                    "operation": operation,
+                    "answer_count": answer_count(port, uri, headers),
+                    "load_seconds": loaded,
+                    **figures,
+                }
+            )
             print(results[-1], flush=True)
     finally:
         stop(process)
@@ -119,9 +140,13 @@ def main() -> None:
         default=[10_000, 100_000],
         help="graph sizes on SQLite (1000000 adds about 3.5 minutes of loading)",
     )
-    parser.add_argument("--postgres-sizes", type=int, nargs="*",
-                        default=[10_000, 100_000, 1_000_000],
-                        help="graph sizes on PostgreSQL")  # fmt: skip
+    parser.add_argument(
+        "--postgres-sizes",
+        type=int,
+        nargs="*",
+        default=[10_000, 100_000, 1_000_000],
+        help="graph sizes on PostgreSQL",
+    )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
@@ -145,14 +170,20 @@ def main() -> None:
     print("| store | nodes | edges | operation | answer count | req/s | p50 ms | p99 ms |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['store']} | {r['nodes']:,} | {r['edges']:,} | {r['operation']} "
-              f"| {r['answer_count']:,} | {r['rps']:.0f} | {r['p50_ms']} "
-              f"| {r['p99_ms']} |")  # fmt: skip
+        print(
+            f"| {r['store']} | {r['nodes']:,} | {r['edges']:,} | {r['operation']} "
+            f"| {r['answer_count']:,} | {r['rps']:.0f} | {r['p50_ms']} "
+            f"| {r['p99_ms']} |"
+        )
     seconds = round(time.monotonic() - started)
     out = HERE / "results" / ("scale-smoke.json" if args.smoke else "scale.json")
     out.parent.mkdir(exist_ok=True)
-    summary = {"date": datetime.now(UTC).isoformat(), "args": vars(args), "seconds": seconds,
-               "results": results}  # fmt: skip
+    summary = {
+        "date": datetime.now(UTC).isoformat(),
+        "args": vars(args),
+        "seconds": seconds,
+        "results": results,
+    }
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\n{len(results)} runs in {seconds} s; written to {out}")
     failed = [r for r in results if r["non_2xx"]]

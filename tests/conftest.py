@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -21,13 +22,14 @@ from jsonschema import Draft202012Validator
 from starlette.testclient import TestClient
 
 from graphsvc import service
-from graphsvc.app import create_app
+from graphsvc.api.app import create_app
+from graphsvc.api.openapi import build_openapi
 from graphsvc.crypto import KeyBox, sign_request
-from graphsvc.db import Connection, asyncpg_dsn, run_once
-from graphsvc.demo import DemoResult, create_demo
-from graphsvc.migrate import upgrade_schema
-from graphsvc.openapi import build_openapi
+from graphsvc.demo.dataset import DemoResult, create_demo
+from graphsvc.ingest import IngestResult, ingest_files
 from graphsvc.settings import Settings
+from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
+from graphsvc.store.migrate import upgrade_schema
 
 T = TypeVar("T")
 POSTGRES_URL = os.environ.get(
@@ -38,6 +40,8 @@ REDIS_URL = os.environ.get("GRAPHSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/15
 REQUIRE_SERVICES = os.environ.get("CI") == "true" or bool(
     os.environ.get("GRAPHSVC_TEST_REQUIRE_SERVICES")
 )
+# Real collector output, with its provenance and licence (see fixtures/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TEST_FERNET_KEY = "u9mJ5cDdQzF0bT0hC1a1m2Yc6QeCq3tYwVn4o7kXy8A="
 
 
@@ -153,10 +157,6 @@ def database_url(request: pytest.FixtureRequest, templates: Templates, tmp_path:
     return templates.postgres_copy()
 
 
-def run_in_transaction(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
-    return asyncio.run(run_once(url, work))
-
-
 # --- OpenAPI validation -------------------------------------------------------------------
 
 OPENAPI = build_openapi()
@@ -210,8 +210,8 @@ class Env:
     def create_admin(self) -> None:
         self.token = self.user_with_token("admin", "Administrator", secret="admin-secret")
 
-    def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
-        return run_in_transaction(self.url, work)
+    def run_in_transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        return asyncio.run(run_in_transaction(self.url, work))
 
     def user_with_token(
         self,
@@ -224,7 +224,7 @@ class Env:
             await service.create_user(conn, name, role, secret, disabled)
             return await service.create_user_token(conn, self.keys, name)
 
-        return self.run(work)
+        return self.run_in_transaction(work)
 
     def request(
         self,
@@ -281,6 +281,18 @@ class Env:
         return jwt
 
 
+def ingest(env: Env, *paths: Path) -> IngestResult:
+    """Ingest files as one run, in one transaction, as `graphsvc ingest` does."""
+    return env.run_in_transaction(lambda conn: ingest_files(conn, list(paths)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
     return Settings(
         data_dir=tmp_path / "data",
@@ -321,6 +333,6 @@ def env(make_env: Callable[..., Env]) -> Env:
 def demo_env(make_env: Callable[..., Env]) -> tuple[Env, DemoResult]:
     """The demo dataset, with the demo's Administrator token as the env's token."""
     made = make_env()
-    result = made.run(lambda conn: create_demo(conn, made.keys, "demo-secret"))
+    result = made.run_in_transaction(lambda conn: create_demo(conn, made.keys, "demo-secret"))
     made.token = service.CreatedToken(result.token_id, result.token_key, None)
     return made, result

@@ -10,8 +10,9 @@ from datetime import datetime
 import pytest
 from openapi_spec_validator import validate
 
-from graphsvc import service, store
-from graphsvc.openapi import build_openapi
+from graphsvc.api import operations
+from graphsvc.api.openapi import build_openapi
+from graphsvc.store import data_quality, saml
 from tests.conftest import Env, admin_sql
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -78,7 +79,7 @@ def test_unexpected_errors_are_a_json_500(env: Env, monkeypatch: pytest.MonkeyPa
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire: secret detail")
 
-    monkeypatch.setattr(store, "list_aggregations", broken)
+    monkeypatch.setattr(data_quality, "list_aggregations", broken)
     response = env.get(AGG)
     assert response.status_code == 500
     body = response.json()
@@ -92,7 +93,7 @@ def test_database_failures_are_a_500_from_the_database(
     async def failing(conn: object, *args: object) -> None:
         await conn.fetch("SELECT no_such_column FROM saml_providers")  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(store, "get_saml_provider", failing)
+    monkeypatch.setattr(saml, "find_saml_provider", failing)
     response = env.get("/api/v2/saml/providers/1")
     assert response.status_code == 500
     assert response.json()["errors"] == [{"context": "database", "message": "database error"}]
@@ -156,13 +157,13 @@ def test_unlimited_wait_when_enabled(make_env) -> None:  # type: ignore[no-untyp
 
 
 def test_timeout_is_a_500_naming_the_seconds(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = service.get_aggregations
+    original = data_quality.list_aggregations
 
     async def slow(*args: object, **kwargs: object) -> object:
         await asyncio.sleep(5)
         return await original(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(service, "get_aggregations", slow)
+    monkeypatch.setattr(data_quality, "list_aggregations", slow)
     response = env.get(AGG, headers={"Prefer": "wait=1"})
     assert response.status_code == 500
     assert response.json()["errors"][0]["message"] == "request timed out after 1 seconds"
@@ -195,7 +196,7 @@ def test_health_is_503_when_the_database_is_unreachable(
     async def unreachable(conn: object) -> None:
         raise ConnectionRefusedError("connection refused")
 
-    monkeypatch.setattr(store, "ping", unreachable)
+    monkeypatch.setattr(operations, "ping", unreachable)
     response = env.request("GET", "/health")
     assert response.status_code == 503
     assert response.json()["errors"][0]["context"] == "database"

@@ -12,7 +12,7 @@ import jwt
 import pytest
 
 from graphsvc.crypto import sign_request
-from graphsvc.db import Connection
+from graphsvc.store.db import Connection
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -158,7 +158,7 @@ def test_token_key_is_encrypted_at_rest(env: Env) -> None:
         )
         return str(value)
 
-    ciphertext = env.run(stored)
+    ciphertext = env.run_in_transaction(stored)
     assert env.token.key not in ciphertext
     assert env.keys.open(ciphertext) == env.token.key
 
@@ -170,12 +170,12 @@ def test_last_access_is_recorded_once_a_minute(env: Env) -> None:
         )
         return value
 
-    before = env.run(last_access)
+    before = env.run_in_transaction(last_access)
     env.get(AGG)
-    after_first = env.run(last_access)
+    after_first = env.run_in_transaction(last_access)
     env.get(AGG)
     assert after_first > before
-    assert env.run(last_access) == after_first
+    assert env.run_in_transaction(last_access) == after_first
 
 
 # --- roles and permissions --------------------------------------------------------------
@@ -215,7 +215,7 @@ def test_disabled_user_is_403_for_tokens_and_login(env: Env) -> None:
 def test_collection_client_token_cannot_read(env: Env) -> None:
     from graphsvc import service
 
-    _, token = env.run(lambda conn: service.create_client(conn, env.keys, "c1"))
+    _, token = env.run_in_transaction(lambda conn: service.create_client(conn, env.keys, "c1"))
     response = env.get(AGG, token=token)
     assert response.status_code == 403 and "collection client" in message(response)
 
@@ -296,7 +296,7 @@ def test_removing_a_user_revokes_its_sessions_and_tokens(env: Env) -> None:
             "UPDATE users SET deleted_at = $1 WHERE name = 'leaver'", datetime.now(UTC)
         )
 
-    env.run(remove)
+    env.run_in_transaction(remove)
     assert env.request("GET", AGG, {"Authorization": f"Bearer {session}"}).status_code == 401
     assert env.get(AGG, token=token).status_code == 401
 
@@ -307,7 +307,7 @@ def remove_user(env: Env, name: str) -> None:
             "UPDATE users SET deleted_at = $1 WHERE name = $2", datetime.now(UTC), name
         )
 
-    env.run(remove)
+    env.run_in_transaction(remove)
 
 
 def test_token_records_are_reused_within_the_cache_time(make_env) -> None:  # type: ignore[no-untyped-def]

@@ -6,16 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from graphsvc.generate import AZURE_ENTITIES, Tenant, write_azurehound
-from graphsvc.ingest import IngestResult, ingest_files
-from tests.conftest import Env
+from graphsvc.demo.collectors import AZURE_ENTITIES, Tenant, write_azurehound
+from tests.conftest import FIXTURES, Env, ingest
 
 FIC = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "fixtures"
+    FIXTURES
     / "bloodhound-ce"
     / "graphify"
     / "AzureFederatedIdentityCredentials"
@@ -35,19 +30,39 @@ FIELDS = {
     "AZKeyVault": "key_vaults",
 }
 TENANTS = [
-    Tenant("11111111-1111-4111-8111-111111111111", "ALPHA", {
-        "AZUser": 12, "AZGroup": 3, "AZApp": 4, "AZServicePrincipal": 6, "AZDevice": 5,
-        "AZManagementGroup": 2, "AZSubscription": 2, "AZResourceGroup": 4, "AZVM": 3,
-        "AZKeyVault": 2}),
-    Tenant("22222222-2222-4222-8222-222222222222", "BETA", {
-        "AZUser": 3, "AZGroup": 1, "AZApp": 1, "AZServicePrincipal": 1, "AZDevice": 0,
-        "AZManagementGroup": 0, "AZSubscription": 1, "AZResourceGroup": 1, "AZVM": 2,
-        "AZKeyVault": 0}),
-]  # fmt: skip
-
-
-def ingest(env: Env, *paths: Path) -> IngestResult:
-    return env.run(lambda conn: ingest_files(conn, list(paths)))
+    Tenant(
+        "11111111-1111-4111-8111-111111111111",
+        "ALPHA",
+        {
+            "AZUser": 12,
+            "AZGroup": 3,
+            "AZApp": 4,
+            "AZServicePrincipal": 6,
+            "AZDevice": 5,
+            "AZManagementGroup": 2,
+            "AZSubscription": 2,
+            "AZResourceGroup": 4,
+            "AZVM": 3,
+            "AZKeyVault": 2,
+        },
+    ),
+    Tenant(
+        "22222222-2222-4222-8222-222222222222",
+        "BETA",
+        {
+            "AZUser": 3,
+            "AZGroup": 1,
+            "AZApp": 1,
+            "AZServicePrincipal": 1,
+            "AZDevice": 0,
+            "AZManagementGroup": 0,
+            "AZSubscription": 1,
+            "AZResourceGroup": 1,
+            "AZVM": 2,
+            "AZKeyVault": 0,
+        },
+    ),
+]
 
 
 def test_tenant_stats_equal_the_generated_counts(env: Env, tmp_path: Path) -> None:
@@ -98,15 +113,32 @@ def test_repeated_records_are_counted_once(env: Env, tmp_path: Path) -> None:
 
 def test_lower_case_ids_and_unknown_kinds(env: Env, tmp_path: Path) -> None:
     tenant = "33333333-3333-4333-8333-333333333333"
-    document = {"meta": {"type": "azure", "version": 5}, "data": [
-        {"kind": "AZTenant", "data": {"tenantId": tenant, "displayName": "GAMMA",
-                                      "collected": True}},
-        {"kind": "AZUser", "data": {"id": "aaaaaaaa-0000-4000-8000-000000000001",
-                                    "tenantId": tenant, "userPrincipalName": "a@gamma"}},
-        {"kind": "AZSomethingNew", "data": {"id": "x", "tenantId": tenant}},
-        {"kind": "AZKeyVault", "data": {"id": "/subscriptions/s/rg/vault1", "name": "vault1",
-                                        "properties": {"tenantId": tenant}}},
-    ]}  # fmt: skip
+    document = {
+        "meta": {"type": "azure", "version": 5},
+        "data": [
+            {
+                "kind": "AZTenant",
+                "data": {"tenantId": tenant, "displayName": "GAMMA", "collected": True},
+            },
+            {
+                "kind": "AZUser",
+                "data": {
+                    "id": "aaaaaaaa-0000-4000-8000-000000000001",
+                    "tenantId": tenant,
+                    "userPrincipalName": "a@gamma",
+                },
+            },
+            {"kind": "AZSomethingNew", "data": {"id": "x", "tenantId": tenant}},
+            {
+                "kind": "AZKeyVault",
+                "data": {
+                    "id": "/subscriptions/s/rg/vault1",
+                    "name": "vault1",
+                    "properties": {"tenantId": tenant},
+                },
+            },
+        ],
+    }
     (tmp_path / "azure.json").write_text(json.dumps(document))
     ingest(env, tmp_path / "azure.json")
     row = env.get(f"/api/v2/azure-tenants/{tenant.upper()}/data-quality-stats").json()["data"][0]
@@ -114,8 +146,6 @@ def test_lower_case_ids_and_unknown_kinds(env: Env, tmp_path: Path) -> None:
 
 
 def test_federated_identity_credential_fixture(env: Env) -> None:
-    if not FIC.exists():
-        pytest.skip(f"shared fixture {FIC} is not present")
     result = ingest(env, FIC)
     records = json.loads(FIC.read_text())["data"]
     credentials = {f["fic"]["id"].upper() for r in records for f in r["data"]["fics"]}
@@ -129,5 +159,5 @@ def test_federated_identity_credential_fixture(env: Env) -> None:
         )
         return {(r[0], r[1]) for r in rows}
 
-    assert env.run(targets) == {(app, "AZApp") for app in apps}
+    assert env.run_in_transaction(targets) == {(app, "AZApp") for app in apps}
     assert len(apps) == 7

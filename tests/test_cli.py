@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from graphsvc import store
 from graphsvc.cli import main
+from graphsvc.store import graph
 from tests.conftest import TEST_FERNET_KEY, Env
 
 JWT_SECRET = "test-jwt-signing-key-of-sufficient-length-0123456789"
@@ -179,7 +179,7 @@ def test_ingest_errors_name_the_file_and_write_nothing(
     assert f"{bad}: graph.nodes[0]: 'kinds' must be" in result.stderr
     assert "nothing was written" in result.stderr
     env: Env = make_env()
-    assert env.run(store.count_graph) == (0, 0)
+    assert env.run_in_transaction(graph.count_graph) == (0, 0)
     missing = cli("ingest", str(tmp_path / "nope.json"))
     assert missing.exit_code == 1 and "no such file" in missing.stderr
 
@@ -210,11 +210,18 @@ def test_schema_register_list_and_ingest_for_the_extension(
     cli: Callable[..., Result], tmp_path: Path, make_env: Any
 ) -> None:
     definition = tmp_path / "okta.json"
-    definition.write_text(json.dumps({
-        "name": "OKTA", "display_name": "Okta", "version": "1.0",
-        "node_kinds": ["OktaOrg", "OktaUser", "OktaGroup"],
-        "relationship_kinds": ["OktaMemberOf"],
-        "environment_kinds": [{"kind": "OktaOrg", "source_kind": "OktaBase"}]}))  # fmt: skip
+    definition.write_text(
+        json.dumps(
+            {
+                "name": "OKTA",
+                "display_name": "Okta",
+                "version": "1.0",
+                "node_kinds": ["OktaOrg", "OktaUser", "OktaGroup"],
+                "relationship_kinds": ["OktaMemberOf"],
+                "environment_kinds": [{"kind": "OktaOrg", "source_kind": "OktaBase"}],
+            }
+        )
+    )
     registered = ok_json(cli("schema", "register", str(definition), "--json"))
     again = cli("schema", "register", str(definition))
     assert again.exit_code == 1 and "already exists" in again.stderr
@@ -225,22 +232,37 @@ def test_schema_register_list_and_ingest_for_the_extension(
     environment_kind = okta["environment_kinds"][0]["id"]
 
     org = "ORG-1"
-    data = {"metadata": {"source_kind": "OktaBase"}, "graph": {
-        "nodes": [{"id": org, "kinds": ["OktaOrg"], "properties": {"environmentid": org}}]
-        + [{"id": f"U{i}", "kinds": ["OktaUser"], "properties": {"environmentid": org}}
-           for i in range(3)]
-        + [{"id": "G1", "kinds": ["OktaGroup"], "properties": {"environmentid": org}},
-           {"id": "STRAY", "kinds": ["OktaUser"]}],
-        "edges": [{"kind": "OktaMemberOf", "start": {"value": f"U{i}"}, "end": {"value": "G1"}}
-                  for i in range(3)]}}  # fmt: skip
+    data = {
+        "metadata": {"source_kind": "OktaBase"},
+        "graph": {
+            "nodes": [{"id": org, "kinds": ["OktaOrg"], "properties": {"environmentid": org}}]
+            + [
+                {"id": f"U{i}", "kinds": ["OktaUser"], "properties": {"environmentid": org}}
+                for i in range(3)
+            ]
+            + [
+                {"id": "G1", "kinds": ["OktaGroup"], "properties": {"environmentid": org}},
+                {"id": "STRAY", "kinds": ["OktaUser"]},
+            ],
+            "edges": [
+                {"kind": "OktaMemberOf", "start": {"value": f"U{i}"}, "end": {"value": "G1"}}
+                for i in range(3)
+            ],
+        },
+    }
     (tmp_path / "okta-data.json").write_text(json.dumps(data))
     run = ok_json(cli("ingest", str(tmp_path / "okta-data.json"), "--json"))
     env: Env = make_env()
     env.create_admin()
-    body = env.get(f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
-                   f"{environment_kind}&schema_extension_id={okta['id']}").json()  # fmt: skip
-    rows = {(r["metric_type"], r["metric_name"]): r["metric_value"] for r in body["data"]
-            if r["run_id"] == run["run_id"]}  # fmt: skip
+    body = env.get(
+        f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
+        f"{environment_kind}&schema_extension_id={okta['id']}"
+    ).json()
+    rows = {
+        (r["metric_type"], r["metric_name"]): r["metric_value"]
+        for r in body["data"]
+        if r["run_id"] == run["run_id"]
+    }
     # The node without an environmentid belongs to no environment and is not counted.
     assert rows == {
         ("node", "OktaOrg"): 1.0,
@@ -250,15 +272,25 @@ def test_schema_register_list_and_ingest_for_the_extension(
     }
 
 
-def test_schema_register_rejects_bad_definitions(cli: Callable[..., Result], tmp_path: Path
-                                                 ) -> None:  # fmt: skip
+def test_schema_register_rejects_bad_definitions(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "X"}))
     result = cli("schema", "register", str(bad))
     assert result.exit_code == 1 and "bad.json: not an extension definition" in result.stderr
-    bad.write_text(json.dumps({"name": "X", "display_name": "X", "version": "1",
-                               "node_kinds": ["A"], "relationship_kinds": [],
-                               "environment_kinds": [{"kind": "B"}]}))  # fmt: skip
+    bad.write_text(
+        json.dumps(
+            {
+                "name": "X",
+                "display_name": "X",
+                "version": "1",
+                "node_kinds": ["A"],
+                "relationship_kinds": [],
+                "environment_kinds": [{"kind": "B"}],
+            }
+        )
+    )
     result = cli("schema", "register", str(bad))
     assert result.exit_code == 1 and "must be node kinds too: B" in result.stderr
 

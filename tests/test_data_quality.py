@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graphsvc import store
-from graphsvc.db import Connection
-from graphsvc.generate import AggregationHistory
+from bench.bulk import bulk_insert_aggregations
+from bench.shapes import AggregationHistory
+from graphsvc.store import data_quality
+from graphsvc.store.db import Connection
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations"
@@ -34,12 +35,12 @@ def seed_aggregations(
 
     async def work(conn: Connection) -> None:
         for day in days_ago:
-            row = store.AggregationRow(
+            row = data_quality.AggregationRow(
                 str(uuid.uuid4()), extension_id, environment_kind_id, "node", "User", float(day), 2
             )
-            await store.insert_aggregations(conn, [row], base - timedelta(days=day))
+            await data_quality.insert_aggregations(conn, [row], base - timedelta(days=day))
 
-    env.run(work)
+    env.run_in_transaction(work)
     return base
 
 
@@ -110,12 +111,12 @@ def test_rows_with_equal_times_page_stably_by_id(env: Env) -> None:
 
     async def work(conn: Connection) -> None:
         rows = [
-            store.AggregationRow("run", 1, 8, "relationship", f"K{i}", float(i), None)
+            data_quality.AggregationRow("run", 1, 8, "relationship", f"K{i}", float(i), None)
             for i in range(7)
         ]
-        await store.insert_aggregations(conn, rows, stamp)
+        await data_quality.insert_aggregations(conn, rows, stamp)
 
-    env.run(work)
+    env.run_in_transaction(work)
     pages = [
         env.get(f"{AGG}?schema_environment_kind_id=8&skip={s}&limit=3").json() for s in (0, 3, 6)
     ]
@@ -196,12 +197,12 @@ def seed_tenant(env: Env, tenant_id: str, days_ago: list[int]) -> None:
 
     async def work(conn: Connection) -> None:
         for day in days_ago:
-            counts = dict.fromkeys(store.TENANT_COUNT_FIELDS, day)
-            await store.insert_tenant_stats(
+            counts = dict.fromkeys(data_quality.TENANT_COUNT_FIELDS, day)
+            await data_quality.insert_tenant_stats(
                 conn, tenant_id, counts, str(uuid.uuid4()), base - timedelta(days=day)
             )
 
-    env.run(work)
+    env.run_in_transaction(work)
 
 
 def test_tenant_time_series(env: Env) -> None:
@@ -214,8 +215,8 @@ def test_tenant_time_series(env: Env) -> None:
     assert body["count"] == 3 and body["limit"] == 1000
     row = body["data"][1]
     assert row["tenantid"] == TENANT
-    assert {k: row[k] for k in store.TENANT_COUNT_FIELDS} == dict.fromkeys(
-        store.TENANT_COUNT_FIELDS, 3
+    assert {k: row[k] for k in data_quality.TENANT_COUNT_FIELDS} == dict.fromkeys(
+        data_quality.TENANT_COUNT_FIELDS, 3
     )
     uuid.UUID(row["run_id"])
 
@@ -246,7 +247,7 @@ def test_tenant_known_only_as_a_graph_node_is_200(demo_env) -> None:  # type: ig
     async def drop_stats(conn: Connection) -> None:
         await conn.execute("DELETE FROM azure_tenant_stats")
 
-    env.run(drop_stats)
+    env.run_in_transaction(drop_stats)
     response = env.get(STATS.format(result.tenant_ids[1]))
     assert response.status_code == 200 and response.json()["count"] == 0
 
@@ -271,7 +272,9 @@ def test_tenant_stats_parameters_are_checked(env: Env) -> None:
 def test_a_long_generated_history_answers_by_its_window(env: Env) -> None:
     end = now().replace(microsecond=0)
     history = AggregationHistory(5000, end, per_run=20, every_minutes=15)
-    added = env.run(lambda conn: store.bulk_insert_aggregations(conn, history.aggregation_rows({})))
+    added = env.run_in_transaction(
+        lambda conn: bulk_insert_aggregations(conn, history.aggregation_rows({}))
+    )
     assert added == 5000
     start = end - timedelta(hours=24)
     window = f"&start={start.isoformat()}&end={end.isoformat()}".replace("+00:00", "Z")

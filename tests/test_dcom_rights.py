@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from graphsvc import store
-from graphsvc.demo import DOMAIN, sid
-from graphsvc.generate import ScaleGraph
+from bench.bulk import bulk_insert_graph
+from bench.shapes import ScaleGraph
+from graphsvc.demo.dataset import DOMAIN, sid
 from tests.conftest import Env
 
 FILE01, APP01, WS03, DC01 = sid(1300), sid(1301), sid(1304), sid(1000)
@@ -166,17 +166,15 @@ def test_group_cycles_terminate(env: Env) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cycle.json"
         path.write_text(json.dumps(graph))
-        env.run(lambda conn: ingest_files(conn, [path]))
+        env.run_in_transaction(lambda conn: ingest_files(conn, [path]))
     body = env.get(URL.format("c1")).json()
     assert body["count"] == 3 and names(body) == ["G1", "G2", "U1"]
 
 
 def load_scale_graph(env: Env, graph: ScaleGraph) -> tuple[int, int]:
     now = datetime.now(UTC)
-    return env.run(
-        lambda conn: store.bulk_insert_graph(
-            conn, graph.node_rows(), graph.edge_rows(), graph.sid, now
-        )
+    return env.run_in_transaction(
+        lambda conn: bulk_insert_graph(conn, graph.node_rows(), graph.edge_rows(), graph.sid, now)
     )
 
 
@@ -196,9 +194,12 @@ def test_a_bulk_loaded_scale_graph_answers_its_known_holders(env: Env) -> None:
     assert len(graph.dcom_holders(2)) == 121, "the wide group and its members"
     if env.url.startswith("postgresql"):
         # Planning the recursive walk on stale row estimates took seconds at a million nodes.
-        analyzed = env.run(lambda conn: conn.fetchval(
-            "SELECT count(*) FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL "
-            "AND relname IN ('nodes', 'edges', 'node_kinds')"))  # fmt: skip
+        analyzed = env.run_in_transaction(
+            lambda conn: conn.fetchval(
+                "SELECT count(*) FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL "
+                "AND relname IN ('nodes', 'edges', 'node_kinds')"
+            )
+        )
         assert analyzed == 3
 
 

@@ -3,7 +3,7 @@ signed and with a JWT."""
 
 from __future__ import annotations
 
-from graphsvc.demo import DemoResult
+from graphsvc.demo.dataset import DemoResult
 from tests.conftest import Env
 
 
@@ -71,5 +71,5 @@ def test_aggregations_match_the_ingested_graph(demo_env: tuple[Env, DemoResult])
         )
 
     for kind in ("User", "Group", "Computer", "Domain"):
-        assert latest[kind] == env.run(lambda conn, k=kind: count(conn, k)), kind
+        assert latest[kind] == env.run_in_transaction(lambda conn, k=kind: count(conn, k)), kind
     assert latest["ExecuteDCOM"] == 6

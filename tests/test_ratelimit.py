@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from coredis import Redis
 
-from graphsvc.ratelimit import MemoryWindows, RateLimiter, client_address
-from tests.conftest import REQUIRE_SERVICES, Env
+from graphsvc.api.ratelimit import MemoryWindows, RateLimiter, client_address
+from tests.conftest import REQUIRE_SERVICES, Env, free_port
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 EnvFactory = Callable[..., Env]
@@ -107,8 +107,9 @@ def test_health_is_not_limited(make_env: EnvFactory) -> None:
 
 def test_forwarded_for_is_ignored_without_trusted_proxies(make_env: EnvFactory) -> None:
     env = limited_env(make_env)
-    statuses = [env.get(AGG, headers={"X-Forwarded-For": f"10.0.0.{i}"}).status_code
-                for i in range(10)]  # fmt: skip
+    statuses = [
+        env.get(AGG, headers={"X-Forwarded-For": f"10.0.0.{i}"}).status_code for i in range(10)
+    ]
     assert statuses.count(429) == 3
 
 
@@ -123,14 +124,17 @@ def test_forwarded_for_from_a_trusted_proxy_separates_clients(make_env: EnvFacto
     assert spoofed.status_code == 429
 
 
-@pytest.mark.parametrize(("forwarded", "proxies", "expected"), [
-    (None, 0, "192.0.2.9"),
-    ("203.0.113.5", 0, "192.0.2.9"),
-    ("203.0.113.5", 1, "203.0.113.5"),
-    ("198.51.100.1, 203.0.113.5", 1, "203.0.113.5"),
-    ("198.51.100.1, 203.0.113.5", 2, "198.51.100.1"),
-    ("203.0.113.5", 3, "203.0.113.5"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("forwarded", "proxies", "expected"),
+    [
+        (None, 0, "192.0.2.9"),
+        ("203.0.113.5", 0, "192.0.2.9"),
+        ("203.0.113.5", 1, "203.0.113.5"),
+        ("198.51.100.1, 203.0.113.5", 1, "203.0.113.5"),
+        ("198.51.100.1, 203.0.113.5", 2, "198.51.100.1"),
+        ("203.0.113.5", 3, "203.0.113.5"),
+    ],
+)
 def test_client_address(forwarded: str | None, proxies: int, expected: str) -> None:
     headers = [(b"x-forwarded-for", forwarded.encode())] if forwarded else []
     scope = {"type": "http", "client": ("192.0.2.9", 5555), "headers": headers}
@@ -182,12 +186,6 @@ def test_two_apps_share_one_limit_through_redis(make_env: EnvFactory, redis_url:
 # --- Redis outage -----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PrivateRedis:
     """A redis-server of the test's own, to stop and start at will."""
 
@@ -199,10 +197,19 @@ class PrivateRedis:
     def start(self) -> None:
         assert self.binary is not None
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"],
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         for _ in range(100):
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
@@ -239,13 +246,17 @@ def private_redis() -> Iterator[PrivateRedis]:
 def test_redis_outage_falls_back_and_recovers(
     make_env: EnvFactory, private_redis: PrivateRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    env = limited_env(make_env, rate_limit_per_second=50, rate_limit_burst=0,
-                      redis_url=f"redis://127.0.0.1:{private_redis.port}/0")  # fmt: skip
+    env = limited_env(
+        make_env,
+        rate_limit_per_second=50,
+        rate_limit_burst=0,
+        redis_url=f"redis://127.0.0.1:{private_redis.port}/0",
+    )
     assert env.get(AGG).status_code == 200
     assert private_redis.keys(), "counters live in Redis while it is up"
 
     private_redis.stop()
-    with caplog.at_level(logging.WARNING, logger="graphsvc.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="graphsvc.api.ratelimit"):
         statuses = [env.get(AGG).status_code for _ in range(5)]
     assert statuses == [200] * 5, "the server keeps serving without Redis"
     unreachable = [r for r in caplog.records if "unreachable" in r.getMessage()]
@@ -254,7 +265,7 @@ def test_redis_outage_falls_back_and_recovers(
     private_redis.start()
     assert private_redis.keys() == []
     time.sleep(5.2)  # the limiter tries Redis again after five seconds
-    with caplog.at_level(logging.WARNING, logger="graphsvc.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="graphsvc.api.ratelimit"):
         assert env.get(AGG).status_code == 200
     assert private_redis.keys(), "counting returned to Redis"
     assert any("reachable again" in r.getMessage() for r in caplog.records)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +17,11 @@ import pytest
 
 from graphsvc import service
 from graphsvc.crypto import KeyBox, sign_request
-from tests.conftest import TEST_FERNET_KEY, run_in_transaction
+from graphsvc.store.db import run_in_transaction
+from tests.conftest import TEST_FERNET_KEY, free_port
 
 RATE, BURST = 20, 5
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -45,10 +40,14 @@ def replicas(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[list
             "GRAPHSVC_DATA_DIR": str(tmp_path / f"replica{i}"),  # no shared files
             "GRAPHSVC_LOG_LEVEL": "warning",
         }
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
-            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        ))  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
+                env=environment,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
         bases.append(f"http://127.0.0.1:{port}")
     try:
         for base, process in zip(bases, processes, strict=True):
@@ -77,10 +76,13 @@ def test_replicas_share_one_limit_and_one_session_store(
         await service.create_user(conn, "admin", "Administrator", "pw", False)
         return await service.create_user_token(conn, keys, "admin")
 
-    token = run_in_transaction(database_url, admin)
+    token = asyncio.run(run_in_transaction(database_url, admin))
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    headers = {"Authorization": f"svcsignature {token.id}", "RequestDate": date,
-               "Signature": sign_request(token.key, "GET", AGG, date, b"")}  # fmt: skip
+    headers = {
+        "Authorization": f"svcsignature {token.id}",
+        "RequestDate": date,
+        "Signature": sign_request(token.key, "GET", AGG, date, b""),
+    }
 
     with httpx.Client(timeout=10) as client:
 
@@ -97,8 +99,9 @@ def test_replicas_share_one_limit_and_one_session_store(
         seconds = max(1, math.ceil(elapsed))
         assert RATE + BURST <= admitted <= (RATE + BURST) * seconds, (admitted, elapsed)
         assert statuses.count(429) == 200 - admitted
-        by_replica = [sum(1 for i, s in enumerate(statuses) if s == 200 and i % 2 == r)
-                      for r in (0, 1)]  # fmt: skip
+        by_replica = [
+            sum(1 for i, s in enumerate(statuses) if s == 200 and i % 2 == r) for r in (0, 1)
+        ]
         assert all(by_replica), f"both replicas admitted some: {by_replica}"
         print(f"admitted {admitted} of 200 in {elapsed:.2f} s, per replica {by_replica}")
 
@@ -106,8 +109,10 @@ def test_replicas_share_one_limit_and_one_session_store(
         assert rejected.json()["errors"][0]["context"] == "rate_limit"
         time.sleep(int(rejected.headers["retry-after"]))
 
-        login = client.post(f"{replicas[0]}/api/v2/login", json={
-            "login_method": "secret", "username": "admin", "secret": "pw"})  # fmt: skip
+        login = client.post(
+            f"{replicas[0]}/api/v2/login",
+            json={"login_method": "secret", "username": "admin", "secret": "pw"},
+        )
         assert login.status_code == 200
         bearer = {"Authorization": f"Bearer {login.json()['data']['session_token']}"}
         assert client.get(replicas[1] + AGG, headers=bearer).status_code == 200

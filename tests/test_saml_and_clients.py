@@ -14,7 +14,7 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
 def create_provider(env: Env, name: str = "okta") -> int:
-    provider_id: int = env.run(
+    provider_id: int = env.run_in_transaction(
         lambda conn: service.create_saml_provider(
             conn,
             name,
@@ -139,7 +139,7 @@ def test_no_token_key_is_ever_read_back(demo_env) -> None:  # type: ignore[no-un
             env.keys.open(r[0]) for r in await conn.fetch("SELECT key_ciphertext FROM auth_tokens")
         ]
 
-    assert all(key not in text for key in env.run(keys))
+    assert all(key not in text for key in env.run_in_transaction(keys))
 
 
 def test_client_id_is_case_insensitive(demo_env) -> None:  # type: ignore[no-untyped-def]

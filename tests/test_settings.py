@@ -11,8 +11,14 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 def test_every_setting_is_documented_with_its_docstring() -> None:
     for name, field in Settings.model_fields.items():
-        row = next((line for line in README.splitlines()
-                    if line.startswith(f"| `GRAPHSVC_{name.upper()}` |")), None)  # fmt: skip
+        row = next(
+            (
+                line
+                for line in README.splitlines()
+                if line.startswith(f"| `GRAPHSVC_{name.upper()}` |")
+            ),
+            None,
+        )
         assert row is not None, f"GRAPHSVC_{name.upper()} is missing from the README"
         assert field.description and field.description in row, name
 

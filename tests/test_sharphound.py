@@ -1,4 +1,4 @@
-"""SharpHound input: the shared fixtures, DCOM rights through nested groups and well-known
+"""SharpHound input: the real collector fixtures, DCOM rights through nested groups and well-known
 links, statistics checked against counts computed here from the raw files, and bad zips."""
 
 from __future__ import annotations
@@ -12,38 +12,40 @@ from typing import Any
 
 import pytest
 
-from graphsvc import store
-from graphsvc.generate import Domain, write_sharphound
-from graphsvc.ingest import IngestResult, ingest_files
-from graphsvc.records import IngestError
-from tests.conftest import Env
+from graphsvc.demo.collectors import Domain, write_sharphound
+from graphsvc.ingest.records import IngestError
+from graphsvc.store import graph
+from tests.conftest import FIXTURES, Env, ingest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-CE = SHARED / "bloodhound-ce" / "fixtures"
-FIXTURES = {
+CE = FIXTURES / "bloodhound-ce" / "fixtures"
+SAMPLES = {
     "v6 folder": CE / "v6" / "ingest",
     "v5 computers": CE / "v5" / "ingest" / "computers.json",
     "adcs zip": CE / "v6" / "all" / "adcs.zip",
-    "sample zip (3 domains, 3 collections)": SHARED / "bloodhound-docs" / "ad_sampledata.zip",
+    "sample zip (3 domains, 3 collections)": FIXTURES / "bloodhound-docs" / "ad_sampledata.zip",
     "utf-8 bom": CE / "utf8bomjson.json",
 }
 TESTLAB = "S-1-5-21-3130019616-2776909439-2417379446"
 WIN10 = f"{TESTLAB}-1104"
-LABELS = {"users": "User", "computers": "Computer", "groups": "Group", "domains": "Domain",
-          "ous": "OU", "gpos": "GPO", "containers": "Container", "aiacas": "AIACA",
-          "rootcas": "RootCA", "enterprisecas": "EnterpriseCA", "ntauthstores": "NTAuthStore",
-          "certtemplates": "CertTemplate", "issuancepolicies": "IssuancePolicy"}  # fmt: skip
+LABELS = {
+    "users": "User",
+    "computers": "Computer",
+    "groups": "Group",
+    "domains": "Domain",
+    "ous": "OU",
+    "gpos": "GPO",
+    "containers": "Container",
+    "aiacas": "AIACA",
+    "rootcas": "RootCA",
+    "enterprisecas": "EnterpriseCA",
+    "ntauthstores": "NTAuthStore",
+    "certtemplates": "CertTemplate",
+    "issuancepolicies": "IssuancePolicy",
+}
 
 
 def fixture(name: str) -> Path:
-    path = FIXTURES[name]
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is not present")
-    return path
-
-
-def ingest(env: Env, *paths: Path) -> IngestResult:
-    return env.run(lambda conn: ingest_files(conn, list(paths)))
+    return SAMPLES[name]
 
 
 # --- the expected graph, computed from the raw files without graphsvc's code ----------------
@@ -54,8 +56,11 @@ def raw_documents(path: Path) -> list[dict[str, Any]]:
         return [d for p in sorted(path.glob("*.json")) for d in raw_documents(p)]
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
-            return [json.loads(z.read(n).decode("utf-8-sig")) for n in z.namelist()
-                    if n.endswith(".json")]  # fmt: skip
+            return [
+                json.loads(z.read(n).decode("utf-8-sig"))
+                for n in z.namelist()
+                if n.endswith(".json")
+            ]
     return [json.loads(path.read_bytes().decode("utf-8-sig"))]
 
 
@@ -90,8 +95,11 @@ class Expected:
                 self.read(kind, raw)
         for oid in self.deleted:
             self.nodes.pop(oid, None)
-        self.edges = {t: e for t, e in self.edges.items()
-                      if t[0] not in self.deleted and t[2] not in self.deleted}  # fmt: skip
+        self.edges = {
+            t: e
+            for t, e in self.edges.items()
+            if t[0] not in self.deleted and t[2] not in self.deleted
+        }
 
     def edge(self, start: str, kind: str, end: str, env: str | None) -> None:
         self.edges[(start, kind, end)] = env
@@ -108,8 +116,9 @@ class Expected:
         oid = record["objectidentifier"].upper()
         props = record.get("properties") or {}
         match = re.fullmatch(r"(S-1-5-21-\d+-\d+-\d+)-\d+", oid)
-        domain = (props.get("domainsid") or record.get("domainsid")
-                  or (match.group(1) if match else None))  # fmt: skip
+        domain = (
+            props.get("domainsid") or record.get("domainsid") or (match.group(1) if match else None)
+        )
         domain = oid if kind == "domains" else domain.upper() if domain else None
         self.nodes[oid] = (LABELS[kind], domain)
         if kind == "domains" and props.get("name"):
@@ -178,15 +187,18 @@ class Expected:
 
 
 def served_rows(env: Env, run_id: str) -> tuple[dict[str, float], dict[str, float]]:
-    body = env.get("/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
-                   "&schema_extension_id=1&limit=10000").json()  # fmt: skip
+    body = env.get(
+        "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+        "&schema_extension_id=1&limit=10000"
+    ).json()
     rows = [r for r in body["data"] if r["run_id"] == run_id]
-    return ({r["metric_name"]: r["metric_value"] for r in rows if r["metric_type"] == "node"},
-            {r["metric_name"]: r["metric_value"] for r in rows
-             if r["metric_type"] == "relationship"})  # fmt: skip
+    return (
+        {r["metric_name"]: r["metric_value"] for r in rows if r["metric_type"] == "node"},
+        {r["metric_name"]: r["metric_value"] for r in rows if r["metric_type"] == "relationship"},
+    )
 
 
-@pytest.mark.parametrize("name", list(FIXTURES))
+@pytest.mark.parametrize("name", list(SAMPLES))
 def test_fixture_statistics_equal_counts_from_the_raw_files(env: Env, name: str) -> None:
     path = fixture(name)
     result = ingest(env, path)
@@ -207,9 +219,11 @@ def test_sample_zip_has_three_domains_and_real_counts(env: Env) -> None:
     async def per_domain(conn):  # type: ignore[no-untyped-def]
         return await conn.fetch(
             "SELECT environment_id, metric_value FROM data_quality_environment_stats "
-            "WHERE run_id = $1 AND metric_name = 'Domain' ORDER BY 1", result.run_id)  # fmt: skip
+            "WHERE run_id = $1 AND metric_name = 'Domain' ORDER BY 1",
+            result.run_id,
+        )
 
-    assert [float(r[1]) for r in env.run(per_domain)] == [1.0, 1.0, 1.0]
+    assert [float(r[1]) for r in env.run_in_transaction(per_domain)] == [1.0, 1.0, 1.0]
 
 
 def test_win10_dcom_rights_hold_everyone_and_its_nested_members(env: Env) -> None:
@@ -232,16 +246,23 @@ def test_v5_computers_give_the_same_single_dcom_edge(env: Env) -> None:
         return await conn.fetch(
             "SELECT s.object_id, e.object_id FROM edges x JOIN kinds k ON k.id = x.kind_id "
             "JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id "
-            "WHERE k.name = 'ExecuteDCOM'")  # fmt: skip
+            "WHERE k.name = 'ExecuteDCOM'"
+        )
 
-    assert [tuple(r) for r in env.run(dcom)] == [("TESTLAB.LOCAL-S-1-1-0", WIN10)]
+    assert [tuple(r) for r in env.run_in_transaction(dcom)] == [("TESTLAB.LOCAL-S-1-1-0", WIN10)]
 
 
 def test_nested_group_dcom_lists_exactly_the_expected_principals(env: Env, tmp_path: Path) -> None:
     """DCOM granted to a group of nested groups, by hand: OPS > (TEAM-A > TEAM-A1), TEAM-B."""
     domain = Domain("EXAMPLE.LOCAL", "S-1-5-21-10-20-30")
-    domain.users = {1001: "ANA", 1002: "BEN", 1003: "CLEO", 1004: "DAN", 1005: "EVE",
-                    1006: "OUTSIDER"}  # fmt: skip
+    domain.users = {
+        1001: "ANA",
+        1002: "BEN",
+        1003: "CLEO",
+        1004: "DAN",
+        1005: "EVE",
+        1006: "OUTSIDER",
+    }
     domain.groups = {
         513: "DOMAIN USERS",
         515: "DOMAIN COMPUTERS",
@@ -252,15 +273,27 @@ def test_nested_group_dcom_lists_exactly_the_expected_principals(env: Env, tmp_p
         2004: "UNRELATED",
     }
     domain.computers = {3000: "SRV", 3001: "JUMP"}
-    domain.members = {2000: [2001, 2003], 2001: [2002, 1001], 2002: [1002, 3001],
-                      2003: [1003, 2001], 2004: [1006]}  # fmt: skip
+    domain.members = {
+        2000: [2001, 2003],
+        2001: [2002, 1001],
+        2002: [1002, 3001],
+        2003: [1003, 2001],
+        2004: [1006],
+    }
     domain.dcom = {3000: [2000, 1004]}
     ingest(env, *write_sharphound(tmp_path, domain))
     body = env.get(f"/api/v2/computers/{domain.id_of(3000)}/dcom-rights?limit=100").json()
     assert sorted(e["name"] for e in body["data"]) == [
-        "ANA@EXAMPLE.LOCAL", "BEN@EXAMPLE.LOCAL", "CLEO@EXAMPLE.LOCAL", "DAN@EXAMPLE.LOCAL",
-        "JUMP.EXAMPLE.LOCAL", "OPS@EXAMPLE.LOCAL", "TEAM-A1@EXAMPLE.LOCAL",
-        "TEAM-A@EXAMPLE.LOCAL", "TEAM-B@EXAMPLE.LOCAL"]  # fmt: skip
+        "ANA@EXAMPLE.LOCAL",
+        "BEN@EXAMPLE.LOCAL",
+        "CLEO@EXAMPLE.LOCAL",
+        "DAN@EXAMPLE.LOCAL",
+        "JUMP.EXAMPLE.LOCAL",
+        "OPS@EXAMPLE.LOCAL",
+        "TEAM-A1@EXAMPLE.LOCAL",
+        "TEAM-A@EXAMPLE.LOCAL",
+        "TEAM-B@EXAMPLE.LOCAL",
+    ]
     assert body["count"] == 9  # TEAM-A is reached twice (OPS and TEAM-B) and listed once
 
 
@@ -293,11 +326,21 @@ def test_legacy_layouts_and_gpo_dcom(env: Env, tmp_path: Path) -> None:
             },
         ],
     }
-    ous = {"meta": {"type": "ous", "version": 5}, "data": [
-        {"ObjectIdentifier": "OU-GUID-1", "Properties": {"name": "SERVERS@X", "domainsid": sid},
-         "GPOChanges": {"DcomUsers": [{"ObjectIdentifier": f"{sid}-1102", "ObjectType": "Group"}],
-                        "AffectedComputers": [{"ObjectIdentifier": f"{sid}-1002",
-                                               "ObjectType": "Computer"}]}}]}  # fmt: skip
+    ous = {
+        "meta": {"type": "ous", "version": 5},
+        "data": [
+            {
+                "ObjectIdentifier": "OU-GUID-1",
+                "Properties": {"name": "SERVERS@X", "domainsid": sid},
+                "GPOChanges": {
+                    "DcomUsers": [{"ObjectIdentifier": f"{sid}-1102", "ObjectType": "Group"}],
+                    "AffectedComputers": [
+                        {"ObjectIdentifier": f"{sid}-1002", "ObjectType": "Computer"}
+                    ],
+                },
+            }
+        ],
+    }
     for name, document in (("computers.json", computers), ("ous.json", ous)):
         (tmp_path / name).write_text(json.dumps(document))
     ingest(env, tmp_path)
@@ -334,17 +377,18 @@ def test_keys_match_case_insensitively(env: Env, tmp_path: Path) -> None:
     async def member_of(conn):  # type: ignore[no-untyped-def]
         return await conn.fetchval(
             "SELECT count(*) FROM edges x JOIN nodes s ON s.id = x.start_id "
-            "WHERE s.object_id = 'S-1-5-21-1-1-1-500' AND s.label = 'User'")  # fmt: skip
+            "WHERE s.object_id = 'S-1-5-21-1-1-1-500' AND s.label = 'User'"
+        )
 
-    assert env.run(member_of) == 1
+    assert env.run_in_transaction(member_of) == 1
 
 
 def test_ingesting_the_same_files_twice_gives_the_same_graph(env: Env) -> None:
     path = fixture("adcs zip")
     first = ingest(env, path)
-    graph = env.run(store.count_graph)
+    counts = env.run_in_transaction(graph.count_graph)
     second = ingest(env, path)
-    assert env.run(store.count_graph) == graph
+    assert env.run_in_transaction(graph.count_graph) == counts
     assert (second.nodes, second.edges) == (first.nodes, first.edges)
     assert served_rows(env, first.run_id) == served_rows(env, second.run_id)
 
@@ -353,7 +397,9 @@ def test_deleted_objects_are_removed(env: Env, tmp_path: Path) -> None:
     folder = fixture("v6 folder")
     ingest(env, folder)
     deleted = json.loads((folder / "deleted.json").read_text())["data"]
-    found = env.run(lambda conn: store.get_nodes(conn, [d.upper() for d in deleted]))
+    found = env.run_in_transaction(
+        lambda conn: graph.find_nodes(conn, [d.upper() for d in deleted])
+    )
     assert found == {}
 
 
@@ -368,15 +414,20 @@ def make_zip(path: Path, entries: dict[str, bytes]) -> Path:
 
 
 def users_document(oid: str) -> bytes:
-    return json.dumps({"meta": {"type": "users", "version": 6},
-                       "data": [{"ObjectIdentifier": oid}]}).encode()  # fmt: skip
+    return json.dumps(
+        {"meta": {"type": "users", "version": 6}, "data": [{"ObjectIdentifier": oid}]}
+    ).encode()
 
 
 def test_zip_with_status_csv_and_several_collections(env: Env, tmp_path: Path) -> None:
-    path = make_zip(tmp_path / "c.zip", {
-        "20240101000000_users.json": users_document("S-1-5-21-1-2-3-1001"),
-        "20240102000000_users.json": users_document("S-1-5-21-1-2-3-1002"),
-        "20240101000000_computerstatus.csv": b"name,status\n"})  # fmt: skip
+    path = make_zip(
+        tmp_path / "c.zip",
+        {
+            "20240101000000_users.json": users_document("S-1-5-21-1-2-3-1001"),
+            "20240102000000_users.json": users_document("S-1-5-21-1-2-3-1002"),
+            "20240101000000_computerstatus.csv": b"name,status\n",
+        },
+    )
     result = ingest(env, path)
     assert result.nodes == 2 and len(result.files) == 2
 
@@ -391,7 +442,7 @@ def test_encrypted_zip_is_refused_naming_the_entry(env: Env, tmp_path: Path) -> 
     path.write_bytes(bytes(raw))
     with pytest.raises(IngestError, match=r"locked\.zip: users\.json: encrypted"):
         ingest(env, path)
-    assert env.run(store.count_graph) == (0, 0)
+    assert env.run_in_transaction(graph.count_graph) == (0, 0)
 
 
 def test_nested_zip_is_refused_naming_the_entry(env: Env, tmp_path: Path) -> None:
@@ -402,11 +453,12 @@ def test_nested_zip_is_refused_naming_the_entry(env: Env, tmp_path: Path) -> Non
     )
     with pytest.raises(IngestError, match=r"outer\.zip: loop/inner\.zip: a zip inside a zip"):
         ingest(env, outer)
-    assert env.run(store.count_graph) == (0, 0)
+    assert env.run_in_transaction(graph.count_graph) == (0, 0)
 
 
-def test_bad_json_inside_a_zip_names_the_entry_and_changes_nothing(env: Env, tmp_path: Path
-                                                                   ) -> None:  # fmt: skip
+def test_bad_json_inside_a_zip_names_the_entry_and_changes_nothing(
+    env: Env, tmp_path: Path
+) -> None:
     path = make_zip(
         tmp_path / "c.zip",
         {
@@ -416,4 +468,4 @@ def test_bad_json_inside_a_zip_names_the_entry_and_changes_nothing(env: Env, tmp
     )
     with pytest.raises(IngestError, match=r"c\.zip: groups\.json: not valid JSON"):
         ingest(env, path)
-    assert env.run(store.count_graph) == (0, 0)
+    assert env.run_in_transaction(graph.count_graph) == (0, 0)

@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from graphsvc import store
-from graphsvc.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
-from graphsvc.records import NodeRecord
+from graphsvc.ingest.records import NodeRecord
+from graphsvc.store import graph
+from graphsvc.store.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
 
 MARKER = "graphsvc-slow-probe"
 # Counts towards ten billion: minutes of work on either store.
@@ -41,7 +41,7 @@ def install_slow_query(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             await conn.fetch(ENDLESS.format(probe="1"))
         raise AssertionError("the endless query ended")
 
-    monkeypatch.setattr(store, "list_dcom_holders", slow)
+    monkeypatch.setattr(graph, "list_dcom_holders", slow)
     return ticks
 
 
@@ -105,14 +105,15 @@ def test_timeout_cancels_the_statement(demo_env: Any, monkeypatch: pytest.Monkey
     assert after.status_code == 200, "the connection is usable again"
 
 
-def test_timeouts_free_every_pooled_connection(make_env: Any, monkeypatch: pytest.MonkeyPatch
-                                               ) -> None:  # fmt: skip
+def test_timeouts_free_every_pooled_connection(
+    make_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """More timed-out requests than pooled connections: none leaks, the pool still serves."""
     env = make_env(db_pool_size=2)
     env.create_admin()
     run_id, now = str(uuid.uuid4()), datetime.now(UTC)
     computer = NodeRecord("PC-1", "PC-1", ["Computer"], {})
-    env.run(lambda conn: store.upsert_nodes(conn, [computer], run_id, now))
+    env.run_in_transaction(lambda conn: graph.upsert_nodes(conn, [computer], run_id, now))
     install_slow_query(monkeypatch)
     for _ in range(3):
         response = env.get(DCOM.format("PC-1"), headers={"Prefer": "wait=1"})

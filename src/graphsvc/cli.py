@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from graphsvc import service
+from graphsvc import service, wire
 from graphsvc.crypto import KeyBox, sign_request
-from graphsvc.db import Connection, redact_url, run_once
 from graphsvc.errors import ApiError
-from graphsvc.migrate import upgrade_schema
-from graphsvc.records import IngestError
+from graphsvc.ingest.records import IngestError
+from graphsvc.ingest.sources import Progress, Source
 from graphsvc.settings import Settings
-from graphsvc.sources import Progress, Source
+from graphsvc.store import db as database
+from graphsvc.store.migrate import upgrade_schema
 
 T = TypeVar("T")
 
@@ -45,14 +45,16 @@ def migrate(settings: Settings) -> None:
     try:
         upgrade_schema(url)
     except Exception as exc:
-        fail(f"cannot migrate the database at {redact_url(url)}: {exc}")
+        fail(f"cannot migrate the database at {database.redact_url(url)}: {exc}")
 
 
-def run_write(settings: Settings, work: Callable[[Connection], Awaitable[T]]) -> T:
+def run_in_transaction(
+    settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
+) -> T:
     """Migrate, then run `work` in one write transaction: all of it lands or none of it."""
     migrate(settings)
     try:
-        return asyncio.run(run_once(settings.resolved_database_url(), work))
+        return asyncio.run(database.run_in_transaction(settings.resolved_database_url(), work))
     except ApiError as exc:
         fail(f"{exc.context}: {exc.message}")
     except IngestError as exc:
@@ -80,7 +82,7 @@ def serve(host: str, port: int) -> None:
     """Run migrations if needed, then serve the API."""
     import uvicorn
 
-    from graphsvc.app import create_app
+    from graphsvc.api.app import create_app
 
     settings = load_settings()
     migrate(settings)
@@ -103,21 +105,21 @@ def upgrade() -> None:
     """Bring the schema to the newest version."""
     settings = load_settings()
     migrate(settings)
-    click.echo(f"schema is up to date at {redact_url(settings.resolved_database_url())}")
+    click.echo(f"schema is up to date at {database.redact_url(settings.resolved_database_url())}")
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def demo(as_json: bool) -> None:
     """Fill an empty store with a demo dataset and an Administrator API token."""
-    from graphsvc.demo import create_demo
+    from graphsvc.demo.dataset import create_demo
 
     settings = load_settings()
     secret = secrets.token_urlsafe(12)
-    result = run_write(settings, lambda conn: create_demo(conn, keys_of(settings), secret))
+    result = run_in_transaction(settings, lambda conn: create_demo(conn, keys_of(settings), secret))
     text = "\n".join(
         [
-            f"demo data loaded into {redact_url(settings.resolved_database_url())}",
+            f"demo data loaded into {database.redact_url(settings.resolved_database_url())}",
             f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
             f"(run {result.run_id})",
             f"  Azure tenants: {', '.join(result.tenant_ids)}",
@@ -140,8 +142,11 @@ class IngestProgress:
     def __init__(self, total: int) -> None:
         self.total = max(total, 1)
         self.done = 0
-        self.bar = click.progressbar(length=self.total, label="ingesting", file=sys.stderr) \
-            if sys.stderr.isatty() else None  # fmt: skip
+        self.bar = (
+            click.progressbar(length=self.total, label="ingesting", file=sys.stderr)
+            if sys.stderr.isatty()
+            else None
+        )
         self.last_line = 0.0
 
     def __call__(self, source: Source) -> Progress:
@@ -170,7 +175,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
     """Load collector output as one run: SharpHound and AzureHound JSON, OpenGraph JSON,
     SharpHound zips, and folders of these."""
     from graphsvc.ingest import ingest_files
-    from graphsvc.sources import expand
+    from graphsvc.ingest.sources import expand
 
     try:
         total = sum(s.size for s in expand(list(paths)))
@@ -178,13 +183,23 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
         fail(str(exc))
     progress = IngestProgress(total)
     try:
-        result = run_write(load_settings(), lambda conn: ingest_files(conn, paths, progress))
+        result = run_in_transaction(
+            load_settings(), lambda conn: ingest_files(conn, paths, progress)
+        )
     finally:
         progress.close()
-    emit(as_json, {"run_id": result.run_id, "files": result.files, "nodes": result.nodes,
-                   "edges": result.edges, "created_at": result.created_at},
-         f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
-         f"{len(result.files)} file(s)")  # fmt: skip
+    emit(
+        as_json,
+        {
+            "run_id": result.run_id,
+            "files": result.files,
+            "nodes": result.nodes,
+            "edges": result.edges,
+            "created_at": result.created_at,
+        },
+        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+        f"{len(result.files)} file(s)",
+    )
 
 
 @main.group()
@@ -196,28 +211,28 @@ def schema() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def schema_list(as_json: bool) -> None:
     """Extensions and environment kinds, with the ids the API asks for."""
-    from graphsvc import store
+    from graphsvc.store import extensions
 
-    extensions = run_write(load_settings(), store.list_extensions)
-    data: list[dict[str, Any]] = [{"id": x.id, "name": x.name, "display_name": x.display_name,
-             "version": x.version,
-             "builtin": x.is_builtin, "environment_kinds": [
-                 {"id": kind_id, "name": kind, "source_kind": source}
-                 for kind_id, kind, source in x.environments]} for x in extensions]  # fmt: skip
+    registered = run_in_transaction(load_settings(), extensions.list_extensions)
+    data: list[dict[str, Any]] = [
+        {
+            "id": x.id,
+            "name": x.name,
+            "display_name": x.display_name,
+            "version": x.version,
+            "builtin": x.is_builtin,
+            "environment_kinds": [
+                {"id": env.kind_id, "name": env.kind, "source_kind": env.source_kind}
+                for env in x.environments
+            ],
+        }
+        for x in registered
+    ]
     lines = []
     for x in data:
         lines.append(f"extension {x['id']}: {x['name']} ({x['display_name']}, {x['version']})")
         lines += [f"  environment kind {k['id']}: {k['name']}" for k in x["environment_kinds"]]
     emit(as_json, data, "\n".join(lines))
-
-
-class ExtensionFile(msgspec.Struct, forbid_unknown_fields=True):
-    name: str
-    display_name: str
-    version: str
-    node_kinds: list[str]
-    relationship_kinds: list[str]
-    environment_kinds: list[dict[str, str]]
 
 
 @schema.command("register")
@@ -227,30 +242,23 @@ def schema_register(definition: Path, as_json: bool) -> None:
     """Register an OpenGraph schema extension from a JSON file:
     {"name", "display_name", "version", "node_kinds": [...], "relationship_kinds": [...],
     "environment_kinds": [{"kind": ..., "source_kind": ...}]}."""
-    from graphsvc import store
-
     try:
-        spec = msgspec.json.decode(definition.read_bytes(), type=ExtensionFile)
-        environments = [(e["kind"], e.get("source_kind")) for e in spec.environment_kinds]
-    except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
+        spec = msgspec.json.decode(definition.read_bytes(), type=wire.ExtensionDefinition)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         fail(f"{definition}: not an extension definition ({exc})")
-    if not environments or not spec.node_kinds:
-        fail(f"{definition}: an extension needs node kinds and at least one environment kind")
-    missing = [k for k, _ in environments if k not in spec.node_kinds]
-    if missing:
-        fail(f"{definition}: environment kinds must be node kinds too: {', '.join(missing)}")
 
-    async def work(conn: Connection) -> int:
-        if any(x.name == spec.name for x in await store.list_extensions(conn)):
-            raise ApiError(409, f"an extension named {spec.name!r} already exists", "name")
-        return await store.create_extension(
-            conn, spec.name, spec.display_name, spec.version, spec.node_kinds,
-            spec.relationship_kinds, environments, datetime.now(UTC),
-        )  # fmt: skip
+    async def work(conn: database.Connection) -> int:
+        try:
+            return await service.register_extension(conn, spec)
+        except ApiError as exc:  # named by the file, which is what the user passed
+            raise ApiError(exc.status, exc.message, str(definition)) from None
 
-    extension_id = run_write(load_settings(), work)
-    emit(as_json, {"id": extension_id, "name": spec.name},
-         f"extension {spec.name} registered: id {extension_id}")  # fmt: skip
+    extension_id = run_in_transaction(load_settings(), work)
+    emit(
+        as_json,
+        {"id": extension_id, "name": spec.name},
+        f"extension {spec.name} registered: id {extension_id}",
+    )
 
 
 @main.group()
@@ -268,7 +276,7 @@ def user() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def user_create(name: str, role: str, secret: str | None, disabled: bool, as_json: bool) -> None:
     """Create a user with a role."""
-    user_id = run_write(
+    user_id = run_in_transaction(
         load_settings(), lambda conn: service.create_user(conn, name, role, secret, disabled)
     )
     emit(
@@ -290,7 +298,7 @@ def token() -> None:
 def token_create(user_name: str, name: str | None, as_json: bool) -> None:
     """Create an API token; its key is printed once and stored only encrypted."""
     settings = load_settings()
-    created = run_write(
+    created = run_in_transaction(
         settings, lambda conn: service.create_user_token(conn, keys_of(settings), user_name, name)
     )
     emit(
@@ -324,13 +332,13 @@ def saml_create(
     settings = load_settings()
     base = settings.public_url or "http://127.0.0.1:8000"
 
-    async def work(conn: Connection) -> Any:
+    async def work(conn: database.Connection) -> Any:
         provider_id = await service.create_saml_provider(
             conn, name, display_name, idp_issuer_uri, idp_sso_uri, mappings
         )
         return (await service.get_saml_provider(conn, provider_id, base)).data
 
-    provider = run_write(settings, work)
+    provider = run_in_transaction(settings, work)
     emit(as_json, provider, f"SAML provider {name} created: id {provider.id}")
 
 
@@ -350,13 +358,13 @@ def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> N
     if settings.edition != "enterprise":
         fail("collection clients are an Enterprise edition feature (GRAPHSVC_EDITION=enterprise)")
 
-    async def work(conn: Connection) -> Any:
+    async def work(conn: database.Connection) -> Any:
         client_id, created = await service.create_client(
             conn, keys_of(settings), name, ip_address, hostname
         )
         return (await service.get_client(conn, client_id)).data, created
 
-    found, created = run_write(settings, work)
+    found, created = run_in_transaction(settings, work)
     data = {**msgspec.to_builtins(found), "token_key": created.key}
     emit(
         as_json,
@@ -391,8 +399,11 @@ def examples(demo_json: Any, base_url: str) -> None:
         demo = json.load(demo_json)
         uris = demo_uris(demo)
         token_id, token_key = demo["token_id"], demo["token_key"]
-        login = {"login_method": "secret", "username": demo["admin_username"],
-                 "secret": demo["admin_secret"]}  # fmt: skip
+        login = {
+            "login_method": "secret",
+            "username": demo["admin_username"],
+            "secret": demo["admin_secret"],
+        }
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         fail(f"{demo_json.name}: not the output of `graphsvc demo --json` ({exc!r})")
     base = base_url.rstrip("/")
@@ -404,10 +415,13 @@ def examples(demo_json: Any, base_url: str) -> None:
             f"curl -s -H 'Authorization: svcsignature {token_id}' -H 'RequestDate: {date}' "
             f"-H 'Signature: {signature}' '{base}{uri}'"
         )
-    lines += ["", "# JWT: log in once, then send it as a Bearer token:",
-              f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
-              "| python3 -c 'import json,sys; print(json.load(sys.stdin)[\"data\"]"
-              "[\"session_token\"])')"]  # fmt: skip
+    lines += [
+        "",
+        "# JWT: log in once, then send it as a Bearer token:",
+        f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
+        '| python3 -c \'import json,sys; print(json.load(sys.stdin)["data"]'
+        '["session_token"])\')',
+    ]
     lines += [f"curl -s -H \"Authorization: Bearer $JWT\" '{base}{uri}'" for uri in uris]
     click.echo("\n".join(lines))
 

@@ -30,3 +30,7 @@ def forbidden(message: str) -> ApiError:
 
 def not_found(message: str, context: str) -> ApiError:
     return ApiError(404, message, context)
+
+
+def conflict(message: str, context: str) -> ApiError:
+    return ApiError(409, message, context)

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from graphsvc import models as m
-from graphsvc import store
+from graphsvc import wire
 from graphsvc.crypto import (
     HMAC_METHOD,
     KeyBox,
@@ -18,22 +17,37 @@ from graphsvc.crypto import (
     new_token_key,
     verify_secret,
 )
-from graphsvc.db import Connection
-from graphsvc.errors import ApiError, bad_request, forbidden, not_found, unauthorized
-from graphsvc.params import Page, Window
+from graphsvc.errors import bad_request, conflict, forbidden, not_found, unauthorized
+from graphsvc.store import accounts, clients, data_quality, extensions, graph, saml
+from graphsvc.store.db import Connection
+from graphsvc.store.paging import SortKey
 
 
-async def get_aggregations(
+@dataclass(frozen=True)
+class Page:
+    skip: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """An inclusive range of creation times."""
+
+    start: datetime
+    end: datetime
+
+
+async def list_aggregations(
     conn: Connection,
     environment_kind_id: int,
     extension_id: int | None,
     window: Window,
-    sort: Sequence[tuple[str, bool]],
+    sort: Sequence[SortKey],
     page: Page,
-) -> m.PagedAggregations:
-    if extension_id is not None and not await store.extension_exists(conn, extension_id):
+) -> wire.PagedAggregations:
+    if extension_id is not None and not await extensions.extension_exists(conn, extension_id):
         raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
-    count, rows = await store.list_aggregations(
+    count, rows = await data_quality.list_aggregations(
         conn,
         environment_kind_id,
         extension_id,
@@ -43,33 +57,33 @@ async def get_aggregations(
         page.skip,
         page.limit,
     )
-    return m.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
+    return wire.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
 
 
-async def get_tenant_stats(
-    conn: Connection, tenant_id: str, window: Window, sort: Sequence[tuple[str, bool]], page: Page
-) -> m.PagedTenantStats:
-    count, rows = await store.list_tenant_stats(
+async def list_tenant_stats(
+    conn: Connection, tenant_id: str, window: Window, sort: Sequence[SortKey], page: Page
+) -> wire.PagedTenantStats:
+    count, rows = await data_quality.list_tenant_stats(
         conn, tenant_id, window.start, window.end, sort, page.skip, page.limit
     )
-    if count == 0 and not await store.tenant_known(conn, tenant_id):
+    if count == 0 and not await data_quality.tenant_known(conn, tenant_id):
         raise not_found(f"no Azure tenant {tenant_id} is known", "tenant_id")
-    return m.PagedTenantStats(count, page.skip, page.limit, window.start, window.end, rows)
+    return wire.PagedTenantStats(count, page.skip, page.limit, window.start, window.end, rows)
 
 
 async def get_saml_provider(
     conn: Connection, provider_id: int, base_url: str
-) -> m.SamlProviderResponse:
-    row = await store.get_saml_provider(conn, provider_id)
+) -> wire.SamlProviderResponse:
+    row = await saml.find_saml_provider(conn, provider_id)
     if row is None:
         raise not_found(f"SAML provider {provider_id} does not exist", "saml_provider_id")
     sp = f"{base_url.rstrip('/')}/api/v2/sso/{row.name}"
-    return m.SamlProviderResponse(
-        m.SamlProvider(
+    return wire.SamlProviderResponse(
+        wire.SamlProvider(
             row.id,
             row.created_at,
             row.updated_at,
-            m.null_time(row.deleted_at),
+            wire.null_time(row.deleted_at),
             row.name,
             row.display_name,
             row.idp_issuer_uri,
@@ -79,39 +93,39 @@ async def get_saml_provider(
             f"{sp}/login",
             f"{sp}/metadata",
             f"{sp}/callback",
-            m.null_int32(row.sso_provider_id),
+            wire.null_int32(row.sso_provider_id),
         )
     )
 
 
-async def get_client(conn: Connection, client_id: str) -> m.ClientResponse:
-    client = await store.get_client(conn, client_id)
+async def get_client(conn: Connection, client_id: str) -> wire.ClientResponse:
+    client = await clients.find_client(conn, client_id)
     if client is None:
         raise not_found(f"client {client_id} does not exist", "client_id")
-    return m.ClientResponse(client)
+    return wire.ClientResponse(client)
 
 
-async def get_dcom_rights(
-    conn: Connection, object_id: str, sort: Sequence[tuple[str, bool]], page: Page
-) -> m.PagedNodeList:
-    target = await store.find_dcom_target(conn, object_id)
+async def list_dcom_rights(
+    conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
+) -> wire.PagedNodeList:
+    target = await graph.find_dcom_target(conn, object_id)
     if target is None:
         raise not_found(f"no computer with object id {object_id}", "object_id")
-    count, rows = await store.list_dcom_holders(conn, target, sort, page.skip, page.limit)
-    return m.PagedNodeList(count, page.skip, page.limit, rows)
+    count, rows = await graph.list_dcom_holders(conn, target, sort, page.skip, page.limit)
+    return wire.PagedNodeList(count, page.skip, page.limit, rows)
 
 
 # --- sessions ---------------------------------------------------------------------------
 
 
 async def log_in(
-    conn: Connection, request: m.LoginRequest, jwt_key: bytes, lifetime: timedelta
-) -> m.LoginResponse:
+    conn: Connection, request: wire.LoginRequest, jwt_key: bytes, lifetime: timedelta
+) -> wire.LoginResponse:
     if request.login_method != "secret":
         raise bad_request(
             f"unsupported login_method {request.login_method!r}: use 'secret'", "login_method"
         )
-    user = await store.find_user_login(conn, request.username)
+    user = await accounts.find_user_login(conn, request.username)
     if not verify_secret(user.secret_digest if user else None, request.secret) or user is None:
         raise unauthorized("invalid username or secret")
     if user.principal.disabled:
@@ -119,9 +133,9 @@ async def log_in(
     now = datetime.now(UTC)
     session_id = str(uuid.uuid4())
     expires_at = now + lifetime
-    await store.insert_session(conn, session_id, user.id, now, expires_at)
+    await accounts.insert_session(conn, session_id, user.id, now, expires_at)
     token = issue_jwt(jwt_key, user.id, session_id, expires_at)
-    return m.LoginResponse(m.LoginData(user.id, token, auth_expired=False))
+    return wire.LoginResponse(wire.LoginData(user.id, token, auth_expired=False))
 
 
 # --- administration (CLI and demo) --------------------------------------------------------
@@ -139,22 +153,22 @@ async def create_user(
 ) -> str:
     if not name.strip():
         raise bad_request("user name must not be empty", "name")
-    role_id = await store.find_role_id(conn, role)
+    role_id = await accounts.find_role_id(conn, role)
     if role_id is None:
-        roles = ", ".join(await store.list_role_names(conn))
+        roles = ", ".join(await accounts.list_role_names(conn))
         raise bad_request(f"unknown role {role!r}; roles: {roles}", "role")
-    if await store.find_user_id(conn, name) is not None:
-        raise ApiError(409, f"user {name!r} already exists", "name")
+    if await accounts.find_user_id(conn, name) is not None:
+        raise conflict(f"user {name!r} already exists", "name")
     user_id = str(uuid.uuid4())
     digest = hash_secret(secret) if secret else None
-    await store.insert_user(conn, user_id, name, role_id, digest, disabled, datetime.now(UTC))
+    await accounts.insert_user(conn, user_id, name, role_id, digest, disabled, datetime.now(UTC))
     return user_id
 
 
 async def create_user_token(
     conn: Connection, keys: KeyBox, user_name: str, token_name: str | None = None
 ) -> CreatedToken:
-    user_id = await store.find_user_id(conn, user_name)
+    user_id = await accounts.find_user_id(conn, user_name)
     if user_id is None:
         raise not_found(f"no user named {user_name!r}", "user")
     return await create_token(conn, keys, user_id=user_id, name=token_name)
@@ -169,7 +183,7 @@ async def create_token(
 ) -> CreatedToken:
     """A new API token; the key is returned here once and stored only encrypted."""
     token_id, key = str(uuid.uuid4()), new_token_key()
-    await store.insert_token(
+    await accounts.insert_token(
         conn,
         token_id,
         keys.seal(key),
@@ -193,9 +207,9 @@ async def create_saml_provider(
 ) -> int:
     if not name or "/" in name or name != name.strip():
         raise bad_request(f"SAML provider name {name!r} must be non-empty, without '/'", "name")
-    if await store.saml_provider_name_taken(conn, name):
-        raise ApiError(409, f"a SAML provider named {name!r} already exists", "name")
-    return await store.insert_saml_provider(
+    if await saml.saml_provider_name_taken(conn, name):
+        raise conflict(f"a SAML provider named {name!r} already exists", "name")
+    return await saml.insert_saml_provider(
         conn, name, display_name, idp_issuer_uri, idp_sso_uri, mappings, datetime.now(UTC)
     )
 
@@ -216,9 +230,36 @@ async def create_client(
             ipaddress.ip_address(ip_address)
         except ValueError:
             raise bad_request(f"{ip_address!r} is not an IP address", "ip_address") from None
-    if await store.client_name_taken(conn, name):
-        raise ApiError(409, f"a client named {name!r} already exists", "name")
+    if await clients.client_name_taken(conn, name):
+        raise conflict(f"a client named {name!r} already exists", "name")
     client_id = str(uuid.uuid4())
-    await store.insert_client(conn, client_id, name, ip_address, hostname, datetime.now(UTC))
+    await clients.insert_client(conn, client_id, name, ip_address, hostname, datetime.now(UTC))
     token = await create_token(conn, keys, client_id=client_id, name=f"{name} token")
     return client_id, token
+
+
+async def register_extension(conn: Connection, definition: wire.ExtensionDefinition) -> int:
+    """An OpenGraph schema extension: its kinds, and the environment kinds its statistics
+    are counted for (each must be one of its node kinds)."""
+    environments = [(e.kind, e.source_kind) for e in definition.environment_kinds]
+    if not environments or not definition.node_kinds:
+        raise bad_request(
+            "an extension needs node kinds and at least one environment kind", "environment_kinds"
+        )
+    missing = [kind for kind, _ in environments if kind not in definition.node_kinds]
+    if missing:
+        raise bad_request(
+            f"environment kinds must be node kinds too: {', '.join(missing)}", "environment_kinds"
+        )
+    if any(x.name == definition.name for x in await extensions.list_extensions(conn)):
+        raise conflict(f"an extension named {definition.name!r} already exists", "name")
+    return await extensions.create_extension(
+        conn,
+        definition.name,
+        definition.display_name,
+        definition.version,
+        definition.node_kinds,
+        definition.relationship_kinds,
+        environments,
+        datetime.now(UTC),
+    )

@@ -1,0 +1,197 @@
+"""The ASGI application: the router built from the operations table, the request path of a
+read (rate limit, auth, Prefer, timeout) and the one place failures become the spec's error
+body."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from datetime import UTC, datetime
+from functools import partial
+
+from graphsvc.api.auth import Authenticator, Identity
+from graphsvc.api.openapi import build_openapi
+from graphsvc.api.operations import OPERATIONS, Context, Operation
+from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
+from graphsvc.api.web import (
+    Endpoint,
+    Receive,
+    Request,
+    Response,
+    Route,
+    Scope,
+    Send,
+    encode,
+    error_response,
+    json_response,
+    match_route,
+    route,
+    send_response,
+)
+from graphsvc.crypto import KeyBox
+from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.settings import Settings
+from graphsvc.store import accounts
+from graphsvc.store.db import DATABASE_ERRORS, Database, create_database
+
+log = logging.getLogger("graphsvc")
+PREFER = re.compile(r"wait=(-1|[0-9]+)")
+
+
+class App:
+    """The ASGI app for one set of settings; the database opens at startup (lifespan)."""
+
+    def __init__(self, settings: Settings, database: Database | None = None) -> None:
+        self.settings = settings
+        self.db = database or create_database(
+            settings.resolved_database_url(), settings.db_pool_size
+        )
+        self.auth = Authenticator(
+            settings,
+            settings.resolved_jwt_secret(),
+            KeyBox(settings.resolved_token_encryption_key()),
+        )
+        self.context = Context(settings, self.db, self.auth, encode(build_openapi(OPERATIONS)))
+        self.limiter = (
+            RateLimiter(
+                settings.rate_limit_per_second, settings.rate_limit_burst, settings.redis_url
+            )
+            if settings.rate_limit_per_second > 0
+            else None
+        )
+        endpoints: dict[str, dict[str, Endpoint]] = {}
+        for op in OPERATIONS:
+            endpoints.setdefault(op.path, {})[op.method] = self.endpoint(op)
+        self.routes: list[Route] = [route(path, methods) for path, methods in endpoints.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request_id = str(uuid.uuid4())
+        try:
+            response = await self.respond(scope, receive)
+        except ApiError as exc:
+            response = error_response(request_id, exc.status, exc.message, exc.context, exc.headers)
+        except Exception as exc:
+            log.exception("unhandled error in request %s", request_id)
+            if isinstance(exc, DATABASE_ERRORS):
+                response = error_response(request_id, 500, "database error", "database")
+            else:
+                response = error_response(request_id, 500, "internal server error", "server")
+        await send_response(send, response, request_id, head=scope["method"] == "HEAD")
+
+    async def respond(self, scope: Scope, receive: Receive) -> Response:
+        path = scope["path"]
+        # Counted before anything else runs, so refused requests cost as little as possible.
+        if self.limiter is not None and path != "/health":
+            verdict = await self.limiter.check(client_address(scope, self.settings.trusted_proxies))
+            if not verdict.admitted:
+                raise too_many_requests(verdict)
+        found = match_route(self.routes, path)
+        if found is None:
+            raise ApiError(404, f"no route {path}", "route")
+        matched, path_params = found
+        method = scope["method"]
+        endpoint = matched.methods.get("GET" if method == "HEAD" else method)
+        if endpoint is None:
+            raise ApiError(
+                405,
+                f"method {method} is not allowed on {path}",
+                "method",
+                {"Allow": ", ".join(matched.methods)},
+            )
+        return await endpoint(Request(scope, receive, path_params))
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.db.open()
+                    async with self.db.reading() as conn:
+                        await self.auth.load(conn)
+                except Exception as exc:
+                    log.exception("startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.db.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- the request path of an operation ----------------------------------------------------
+
+    def endpoint(self, op: Operation) -> Endpoint:
+        if op.permission is None:
+            return partial(op.handler, self.context)
+        return self.read_endpoint(op, op.permission)
+
+    def read_endpoint(self, op: Operation, permission: str) -> Endpoint:
+        """Authenticate, authorize, parse the parameters, then run the handler under the
+        request's timeout."""
+
+        async def endpoint(request: Request) -> Response:
+            if op.enterprise_only and self.settings.edition != "enterprise":
+                raise not_found(
+                    f"{request.method} {request.path}: this operation is available "
+                    "in the Enterprise edition only",
+                    "edition",
+                )
+            async with self.db.reading() as conn:
+                identity = await self.auth.authenticate(conn, request)
+                self.auth.authorize(identity, permission)
+                prefer = request.headers.get("prefer")
+                wait = parse_prefer(prefer, self.settings)
+                arguments = {}
+                for parameter in op.parameters:
+                    value = parameter.parse(request, self.settings)
+                    if parameter.argument is not None:
+                        arguments[parameter.argument] = value
+                try:
+                    async with asyncio.timeout(wait):
+                        body = await op.handler(conn, **arguments)
+                except TimeoutError:
+                    raise ApiError(
+                        500, f"request timed out after {wait} seconds", "timeout"
+                    ) from None
+            await self.touch_token(identity)
+            headers = {}
+            if prefer is not None:
+                headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
+            return json_response(body, headers=headers)
+
+        return endpoint
+
+    async def touch_token(self, identity: Identity) -> None:
+        if identity.token_id and self.auth.token_needs_touch(identity.token_id):
+            async with self.db.transaction() as conn:
+                await accounts.touch_token(conn, identity.token_id, datetime.now(UTC))
+
+
+def create_app(settings: Settings, database: Database | None = None) -> App:
+    return App(settings, database)
+
+
+def parse_prefer(header: str | None, settings: Settings) -> int | None:
+    """Seconds the request may take; None means no limit (wait=-1, when allowed)."""
+    if header is None:
+        return settings.default_wait_seconds
+    match = PREFER.fullmatch(header.strip())
+    if match is None:
+        raise bad_request(
+            f"Prefer header must be 'wait=<seconds>' or 'wait=-1', got {header!r}", "Prefer"
+        )
+    wait = int(match.group(1))
+    if wait == -1:
+        if not settings.allow_unlimited_wait:
+            raise bad_request("Prefer: wait=-1 (no timeout) is disabled on this server", "Prefer")
+        return None
+    if wait == 0:
+        return settings.default_wait_seconds
+    return min(wait, settings.max_wait_seconds)

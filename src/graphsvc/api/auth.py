@@ -1,0 +1,164 @@
+"""Who is calling: signed requests (svcsignature) and session JWTs (Bearer), then permissions."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+import jwt
+
+from graphsvc.api.params import UUID_TEXT, rfc3339
+from graphsvc.api.web import Request
+from graphsvc.crypto import KeyBox, decode_jwt, sign_request, signatures_match
+from graphsvc.errors import forbidden, unauthorized
+from graphsvc.settings import Settings
+from graphsvc.store import accounts
+from graphsvc.store.db import Connection
+
+SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
+TOKEN_TOUCH_INTERVAL = 60.0
+TOKEN_CACHE_SIZE = 10000
+# Signed against when the token id is unknown, so unknown ids and bad signatures cost the same.
+UNKNOWN_TOKEN_KEY = "graphsvc-unknown-token"  # noqa: S105 - a public placeholder
+
+
+@dataclass
+class Identity:
+    principal: accounts.Principal | None
+    session_id: str | None = None
+    token_id: str | None = None
+
+
+def signed_uri(request: Request) -> tuple[str, str]:
+    """The raw request target as sent (path and query), and the path alone."""
+    path = request.scope.get("raw_path") or request.scope["path"].encode()
+    query = request.scope.get("query_string", b"")
+    path_text = path.decode("latin-1")
+    return (f"{path_text}?{query.decode('latin-1')}" if query else path_text), path_text
+
+
+class CachedToken(NamedTuple):
+    until: float  # time.monotonic() after which the record is read again
+    credentials: accounts.TokenCredentials
+
+
+class Authenticator:
+    def __init__(self, settings: Settings, jwt_key: bytes, keys: KeyBox) -> None:
+        self.settings = settings
+        self.jwt_key = jwt_key
+        self.keys = keys
+        self.permissions: dict[int, frozenset[str]] = {}
+        self.touched: dict[str, float] = {}
+        self.tokens: dict[str, CachedToken] = {}
+
+    async def load(self, conn: Connection) -> None:
+        self.permissions = await accounts.role_permissions(conn)
+
+    async def authenticate(self, conn: Connection, request: Request) -> Identity:
+        header = request.headers.get("authorization")
+        if not header:
+            raise unauthorized("missing Authorization header")
+        scheme, _, credential = header.strip().partition(" ")
+        scheme, credential = scheme.lower(), credential.strip()
+        if scheme == "bearer":
+            return await self.authenticate_jwt(conn, credential)
+        if scheme in SIGNATURE_SCHEMES:
+            return await self.authenticate_signature(conn, request, credential)
+        raise unauthorized(
+            f"unknown authorization scheme {scheme!r}: use 'Bearer <JWT>' or "
+            "'svcsignature <TOKEN_ID>'"
+        )
+
+    async def authenticate_jwt(self, conn: Connection, token: str) -> Identity:
+        if not token:
+            raise unauthorized("missing JWT after 'Bearer'")
+        try:
+            claims = decode_jwt(self.jwt_key, token)
+        except jwt.ExpiredSignatureError:
+            raise unauthorized("expired JWT: log in again") from None
+        except jwt.InvalidTokenError:
+            raise unauthorized("invalid JWT") from None
+        principal = await accounts.find_session_principal(
+            conn, claims["sid"], claims["sub"], datetime.now(UTC)
+        )
+        if principal is None:
+            raise unauthorized("session has ended (logged out, expired or user removed)")
+        return Identity(principal, session_id=claims["sid"])
+
+    async def authenticate_signature(
+        self, conn: Connection, request: Request, token_id: str
+    ) -> Identity:
+        if not token_id:
+            raise unauthorized("missing token id after the signature scheme")
+        raw_date = request.headers.get("requestdate")
+        if raw_date is None:
+            raise unauthorized("missing RequestDate header")
+        request_date = rfc3339(raw_date.strip())
+        if request_date is None:
+            raise unauthorized("malformed RequestDate header: expected an RFC 3339 date-time")
+        now = datetime.now(UTC)
+        if now - request_date > timedelta(seconds=self.settings.signature_max_age_seconds):
+            raise unauthorized("stale RequestDate: the signed request is too old (replay)")
+        if request_date - now > timedelta(seconds=self.settings.signature_max_future_seconds):
+            raise unauthorized("RequestDate is too far in the future")
+        sent = request.headers.get("signature")
+        if not sent:
+            raise unauthorized("missing Signature header")
+
+        credentials = None
+        if UUID_TEXT.fullmatch(token_id):
+            credentials = await self.token_credentials(conn, token_id.lower())
+        key = (
+            UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
+        )
+        body = await request.body()
+        full_uri, path_only = signed_uri(request)
+        valid = signatures_match(
+            sign_request(key, request.method, full_uri, raw_date.strip(), body), sent.strip()
+        )
+        if not valid and self.settings.accept_path_only_signatures and full_uri != path_only:
+            valid = signatures_match(
+                sign_request(key, request.method, path_only, raw_date.strip(), body), sent.strip()
+            )
+        if credentials is None or not valid:
+            raise unauthorized("invalid signature or unknown token id")
+        return Identity(credentials.principal, token_id=token_id.lower())
+
+    async def token_credentials(
+        self, conn: Connection, token_id: str
+    ) -> accounts.TokenCredentials | None:
+        """The token's stored record, reused for `token_cache_seconds`: the lookup is as
+        costly as a simple operation. Unknown ids are not remembered (anyone can send those)."""
+        now = time.monotonic()
+        cached = self.tokens.get(token_id)
+        if cached is not None and now < cached.until:
+            return cached.credentials
+        credentials = await accounts.find_token_credentials(conn, token_id)
+        if credentials is None or self.settings.token_cache_seconds <= 0:
+            self.tokens.pop(token_id, None)
+            return credentials
+        if len(self.tokens) >= TOKEN_CACHE_SIZE:
+            self.tokens.clear()
+        self.tokens[token_id] = CachedToken(now + self.settings.token_cache_seconds, credentials)
+        return credentials
+
+    def authorize(self, identity: Identity, permission: str | None) -> None:
+        principal = identity.principal
+        if principal is None:
+            raise forbidden("this token belongs to a collection client, not to a user")
+        if principal.disabled:
+            raise forbidden("user is disabled")
+        if permission is not None and permission not in self.permissions.get(
+            principal.role_id, frozenset()
+        ):
+            raise forbidden(f"permission {permission} is required")
+
+    def token_needs_touch(self, token_id: str) -> bool:
+        """At most one last-access write per token per minute from this process."""
+        now = time.monotonic()
+        if now - self.touched.get(token_id, float("-inf")) < TOKEN_TOUCH_INTERVAL:
+            return False
+        self.touched[token_id] = now
+        return True

@@ -1,0 +1,118 @@
+"""The served OpenAPI 3.1 document, built from the operations table; its component schemas
+come from the wire structs the operations answer with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from graphsvc import wire
+from graphsvc.api.operations import OPERATIONS, Operation
+
+REF = "#/components/schemas/{name}"
+ERROR_STATUSES = {
+    "400": "Missing, malformed or invalid parameter, header or body",
+    "401": "Not authenticated, or authentication failed",
+    "403": "Authenticated, but without the permission the operation needs",
+    "404": "No such entity",
+    "405": "Method not allowed on this path",
+    "429": "Rate limit exceeded",
+    "500": "Unexpected error, or the request timed out",
+    "503": "The database is unreachable",
+}
+PREFER = {
+    "name": "Prefer",
+    "in": "header",
+    "required": False,
+    "description": "wait=<seconds> (default 30, capped by the server) or wait=-1 when enabled",
+    "schema": {"type": "string", "pattern": "^wait=(-1|[0-9]+)$"},
+}
+SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "any": [{"SignedRequest": [], "RequestDate": [], "Signature": []}, {"BearerJWT": []}],
+    "session": [{"BearerJWT": []}],
+    "none": [],
+}
+
+
+def ref(struct: type) -> dict[str, str]:
+    return {"$ref": REF.format(name=struct.__name__)}
+
+
+def json_content(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def describe_operation(op: Operation) -> dict[str, Any]:
+    schema = ref(op.response) if op.response is not None else {"type": "object"}
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": json_content(schema)}}
+    for status in op.errors:
+        responses[status] = {"$ref": f"#/components/responses/Error{status}"}
+    document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}
+    if op.permission is not None:
+        document["description"] = f"Requires the permission `{op.permission}`."
+        parameters = [doc for p in op.parameters for doc in p.document()]
+        document["parameters"] = [*parameters, PREFER]
+    document["security"] = SECURITY[op.authentication]
+    if op.request_body is not None:
+        document["requestBody"] = {"required": True, "content": json_content(ref(op.request_body))}
+    document["responses"] = responses
+    return document
+
+
+def error_responses() -> dict[str, dict[str, Any]]:
+    responses: dict[str, dict[str, Any]] = {
+        f"Error{status}": {
+            "description": text,
+            "headers": {"RequestID": {"schema": {"type": "string", "format": "uuid"}}},
+            "content": json_content(ref(wire.ErrorBody)),
+        }
+        for status, text in ERROR_STATUSES.items()
+    }
+    whole_seconds = {"schema": {"type": "integer", "minimum": 0}}
+    responses["Error429"]["headers"].update(
+        {
+            "Retry-After": {"description": "Seconds to wait before retrying", **whole_seconds},
+            "RateLimit-Limit": {"description": "Requests allowed in the window", **whole_seconds},
+            "RateLimit-Remaining": {"description": "Requests left in the window", **whole_seconds},
+            "RateLimit-Reset": {"description": "Seconds until the window frees", **whole_seconds},
+        }
+    )
+    return responses
+
+
+def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
+    structs: list[type[msgspec.Struct]] = [wire.ErrorBody]
+    for op in operations:
+        structs += [s for s in (op.response, op.request_body) if s is not None]
+    _, schemas = msgspec.json.schema_components(dict.fromkeys(structs), ref_template=REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        paths.setdefault(op.path, {})[op.method.lower()] = describe_operation(op)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Graph Analysis Service API",
+            "version": "v2",
+            "description": "graphsvc: data-quality statistics, SAML providers, collection "
+            "clients and computer DCOM rights. Every error is the JSON error body.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "responses": error_responses(),
+            "securitySchemes": {
+                "BearerJWT": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+                "SignedRequest": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "'svcsignature <TOKEN_ID>', with RequestDate and Signature "
+                    "(base64 HMAC-SHA-256 chain over method+URI, the date to the hour, the body)",
+                },
+                "RequestDate": {"type": "apiKey", "in": "header", "name": "RequestDate"},
+                "Signature": {"type": "apiKey", "in": "header", "name": "Signature"},
+            },
+        },
+    }

@@ -1,0 +1,272 @@
+"""The operations table: every route of the API in one place. The router and the OpenAPI
+document are both built from it, so adding or changing an operation touches one entry.
+
+An operation with a permission is a read: the app authenticates the caller, checks the
+permission (and the edition), applies the `Prefer` timeout, parses the parameters and calls
+the handler, a service function, with a connection and the parsed values. An operation
+without one takes the request itself and answers it (login, logout, health, this document).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+import msgspec
+
+from graphsvc import service, wire
+from graphsvc.api.auth import Authenticator
+from graphsvc.api.params import (
+    INT32_SCHEMA,
+    UUID_SCHEMA,
+    BaseUrl,
+    Paging,
+    Parameter,
+    PathParameter,
+    QueryChoice,
+    QueryInt32,
+    Sorting,
+    TimeWindow,
+    keep_text,
+    parse_path_int32,
+    parse_uuid,
+)
+from graphsvc.api.web import Request, Response, json_response
+from graphsvc.errors import ApiError, bad_request
+from graphsvc.settings import Settings
+from graphsvc.store import accounts
+from graphsvc.store.db import Database, ping
+from graphsvc.store.paging import SortKey
+
+log = logging.getLogger("graphsvc")
+V2 = "/api/v2"
+READ_ERRORS = ("400", "401", "403", "404", "405", "429", "500")
+
+
+@dataclass
+class Context:
+    """What the operations without a permission answer from."""
+
+    settings: Settings
+    db: Database
+    auth: Authenticator
+    openapi: bytes  # the encoded OpenAPI document
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str  # a template: each {name} matches one path segment
+    operation_id: str
+    summary: str
+    handler: Callable[..., Awaitable[Any]]
+    response: type[msgspec.Struct] | None  # the 200 body; None: any JSON object
+    errors: tuple[str, ...]  # the error statuses it documents
+    permission: str | None = None
+    parameters: tuple[Parameter, ...] = ()
+    enterprise_only: bool = False
+    # Which credentials it takes: either kind, only a session's JWT, or none.
+    authentication: Literal["any", "session", "none"] = "any"
+    request_body: type[msgspec.Struct] | None = None
+
+
+# --- the operations that answer the request themselves ------------------------------------
+
+login_decoder = msgspec.json.Decoder(wire.LoginRequest)
+
+
+async def log_in(ctx: Context, request: Request) -> Response:
+    try:
+        body = login_decoder.decode(await request.body())
+    except msgspec.ValidationError as exc:
+        raise bad_request(f"invalid login body: {exc}", "body") from None
+    except msgspec.DecodeError:
+        raise bad_request("login body must be a JSON object", "body") from None
+    lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
+    async with ctx.db.transaction() as conn:
+        reply = await service.log_in(conn, body, ctx.auth.jwt_key, lifetime)
+    return json_response(reply)
+
+
+async def log_out(ctx: Context, request: Request) -> Response:
+    async with ctx.db.transaction() as conn:
+        identity = await ctx.auth.authenticate(conn, request)
+        if identity.session_id is None or identity.principal is None:
+            raise bad_request(
+                "logout ends a session: send the session's JWT as Bearer", "Authorization"
+            )
+        await accounts.delete_session(conn, identity.session_id)
+    return json_response(wire.LogoutResponse(wire.LogoutData(identity.principal.user_id, True)))
+
+
+async def check_health(ctx: Context, request: Request) -> Response:
+    try:
+        async with asyncio.timeout(5), ctx.db.reading() as conn:
+            await ping(conn)
+    except Exception as exc:
+        log.warning("health check: database unreachable: %s", exc)
+        raise ApiError(503, "database is unreachable", "database") from None
+    return json_response(wire.HealthResponse(wire.HealthData("ok", ctx.db.dialect)))
+
+
+async def serve_openapi(ctx: Context, request: Request) -> Response:
+    return Response(200, ctx.openapi)
+
+
+# --- the table ------------------------------------------------------------------------------
+
+TIME_SORT = ("created_at", "updated_at")
+NEWEST_FIRST = (SortKey("created_at", True),)
+NODE_SORT = ("name", "objectid", "label")
+BY_NAME = (SortKey("name", False), SortKey("objectid", False))
+PAGE = Paging(default_limit=1000)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET",
+        "/health",
+        "Health",
+        "Liveness and database reachability",
+        check_health,
+        wire.HealthResponse,
+        ("503",),
+        authentication="none",
+    ),
+    Operation(
+        "GET",
+        f"{V2}/spec/openapi.json",
+        "OpenAPIDocument",
+        "This document",
+        serve_openapi,
+        None,
+        (),
+        authentication="none",
+    ),
+    Operation(
+        "POST",
+        f"{V2}/login",
+        "Login",
+        "Log in with a secret; returns a session JWT",
+        log_in,
+        wire.LoginResponse,
+        ("400", "401", "403", "429", "500"),
+        authentication="none",
+        request_body=wire.LoginRequest,
+    ),
+    Operation(
+        "POST",
+        f"{V2}/logout",
+        "Logout",
+        "End the session of the Bearer JWT",
+        log_out,
+        wire.LogoutResponse,
+        ("400", "401", "429", "500"),
+        authentication="session",
+    ),
+    Operation(
+        "GET",
+        f"{V2}/data-quality-stats-aggregations",
+        "ListDataQualityAggregations",
+        "Data quality aggregations by environment kind",
+        service.list_aggregations,
+        wire.PagedAggregations,
+        READ_ERRORS,
+        permission="graphdb/Read",
+        parameters=(
+            QueryInt32(
+                "schema_environment_kind_id",
+                "environment_kind_id",
+                "Environment kind id",
+                required=True,
+            ),
+            QueryInt32(
+                "schema_extension_id", "extension_id", "Graph schema extension id; 404 if unknown"
+            ),
+            Sorting(TIME_SORT, NEWEST_FIRST),
+            TimeWindow(),
+            PAGE,
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/azure-tenants/{{tenant_id}}/data-quality-stats",
+        "ListAzureTenantDataQualityStats",
+        "Azure tenant data quality stats",
+        service.list_tenant_stats,
+        wire.PagedTenantStats,
+        READ_ERRORS,
+        permission="graphdb/Read",
+        parameters=(
+            PathParameter(
+                "tenant_id",
+                "tenant_id",
+                "Tenant id, matched case-insensitively",
+                UUID_SCHEMA,
+                parse_uuid,
+            ),
+            Sorting(TIME_SORT, NEWEST_FIRST),
+            TimeWindow(),
+            PAGE,
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/saml/providers/{{saml_provider_id}}",
+        "GetSAMLProvider",
+        "Get SAML provider",
+        service.get_saml_provider,
+        wire.SamlProviderResponse,
+        READ_ERRORS,
+        permission="auth/ManageProviders",
+        parameters=(
+            PathParameter(
+                "saml_provider_id",
+                "provider_id",
+                "SAML provider id",
+                INT32_SCHEMA,
+                parse_path_int32,
+            ),
+            BaseUrl(),
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/clients/{{client_id}}",
+        "GetClient",
+        "Get client (Enterprise edition)",
+        service.get_client,
+        wire.ClientResponse,
+        READ_ERRORS,
+        permission="clients/Read",
+        parameters=(PathParameter("client_id", "client_id", "Client id", UUID_SCHEMA, parse_uuid),),
+        enterprise_only=True,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/computers/{{object_id}}/dcom-rights",
+        "ListComputerDCOMRights",
+        "Entities with DCOM rights on a computer",
+        service.list_dcom_rights,
+        wire.PagedNodeList,
+        READ_ERRORS,
+        permission="graphdb/Read",
+        parameters=(
+            PathParameter(
+                "object_id",
+                "object_id",
+                "Computer object id, case-insensitive",
+                {"type": "string"},
+                keep_text,
+            ),
+            Paging(default_limit=10),
+            QueryChoice(
+                "type", ("list",), ("graph",), "Only 'list' is supported; 'graph' is a 400"
+            ),
+            Sorting(NODE_SORT, BY_NAME),
+        ),
+    ),
+)

@@ -1,0 +1,314 @@
+"""Path and query parameters: parsing and checking (each failure is a 400 naming the
+parameter), and the parameter kinds the operations table declares, each of which parses
+its value and documents itself for the OpenAPI document."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from graphsvc.api.web import Query, Request
+from graphsvc.errors import bad_request
+from graphsvc.service import Page, Window
+from graphsvc.settings import Settings
+from graphsvc.store.paging import SortKey
+
+INT32_MAX = 2**31 - 1
+DIGITS = re.compile(r"[0-9]+")
+SIGNED_DIGITS = re.compile(r"-?[0-9]+")
+# RFC 3339 date-time. A space where the offset's '+' stood is accepted: an unencoded '+'
+# in a query string arrives decoded as a space.
+RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+\- ]\d{2}:\d{2})")
+DEFAULT_WINDOW = timedelta(days=30)
+
+
+def single(query: Query, name: str) -> str | None:
+    values = query.get(name, [])
+    if len(values) > 1:
+        raise bad_request(f"query parameter {name} may be given only once", name)
+    return values[0] if values else None
+
+
+def parse_int32(raw: str, name: str, what: str = "query parameter") -> int:
+    if not SIGNED_DIGITS.fullmatch(raw) or abs(int(raw)) > INT32_MAX:
+        raise bad_request(f"{what} {name} must be a 32-bit integer, got {raw!r}", name)
+    return int(raw)
+
+
+def optional_int32(query: Query, name: str) -> int | None:
+    raw = single(query, name)
+    return None if raw is None else parse_int32(raw, name)
+
+
+def required_int32(query: Query, name: str) -> int:
+    raw = single(query, name)
+    if raw is None or raw == "":
+        raise bad_request(f"missing required query parameter: {name}", name)
+    return parse_int32(raw, name)
+
+
+def non_negative(query: Query, name: str, default: int, maximum: int) -> int:
+    raw = single(query, name)
+    if raw is None:
+        return default
+    if not DIGITS.fullmatch(raw) or int(raw) > INT32_MAX:
+        raise bad_request(
+            f"query parameter {name} must be an integer from 0 to {INT32_MAX}, got {raw!r}", name
+        )
+    value = int(raw)
+    if value > maximum:
+        raise bad_request(f"query parameter {name} must be at most {maximum}, got {value}", name)
+    return value
+
+
+def parse_page(query: Query, default_limit: int, max_limit: int) -> Page:
+    return Page(
+        skip=non_negative(query, "skip", 0, INT32_MAX),
+        limit=non_negative(query, "limit", default_limit, max_limit),
+    )
+
+
+def parse_sort(query: Query, columns: Collection[str], default: Sequence[SortKey]) -> list[SortKey]:
+    """`sort_by` values as (column, descending); a leading '-' means descending."""
+    values = query.get("sort_by", [])
+    if not values:
+        return list(default)
+    sort = []
+    for value in values:
+        column = value.removeprefix("-")
+        if column not in columns:
+            allowed = ", ".join(sorted(columns))
+            shown = repr(value) if value else "an empty value"
+            raise bad_request(f"sort_by: cannot sort by {shown}; sortable: {allowed}", "sort_by")
+        sort.append(SortKey(column, value.startswith("-")))
+    return sort
+
+
+def rfc3339(raw: str) -> datetime | None:
+    """The instant an RFC 3339 date-time names, in UTC; None when `raw` is not one."""
+    match = RFC3339.fullmatch(raw)
+    if match is None:
+        return None
+    day, clock, fraction, offset = match.groups()
+    micros = (fraction or ".0")[1:7].ljust(6, "0")
+    offset = "+00:00" if offset in ("Z", "z") else offset.replace(" ", "+")
+    try:
+        return datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def parse_time(raw: str, name: str) -> datetime:
+    value = rfc3339(raw)
+    if value is None:
+        raise bad_request(
+            f"query parameter {name} must be an RFC 3339 date-time, got {raw!r}", name
+        )
+    return value
+
+
+def parse_window(query: Query, now: datetime) -> Window:
+    raw_start, raw_end = single(query, "start"), single(query, "end")
+    end = now if raw_end is None else parse_time(raw_end, "end")
+    start = end - DEFAULT_WINDOW if raw_start is None else parse_time(raw_start, "start")
+    if start > end:
+        raise bad_request("query parameter start must not be after end", "start")
+    return Window(start, end)
+
+
+UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def parse_uuid(raw: str, name: str) -> str:
+    """The canonical lower-case form of a UUID written 8-4-4-4-12."""
+    if not UUID_TEXT.fullmatch(raw):
+        raise bad_request(f"path parameter {name} must be a UUID, got {raw!r}", name)
+    return str(uuid.UUID(raw))
+
+
+# --- parameter kinds of the operations table ------------------------------------------------
+
+INT32_SCHEMA = {"type": "integer", "format": "int32"}
+UUID_SCHEMA = {"type": "string", "format": "uuid"}
+NON_NEGATIVE_SCHEMA = {"type": "integer", "minimum": 0, "maximum": INT32_MAX}
+DATE_TIME_SCHEMA = {"type": "string", "format": "date-time"}
+Document = dict[str, Any]
+
+
+def path_document(name: str, schema: Document, description: str) -> Document:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def query_document(
+    name: str, schema: Document, description: str, required: bool = False, repeated: bool = False
+) -> Document:
+    document: Document = {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": {"type": "array", "items": schema} if repeated else schema,
+    }
+    if repeated:
+        document["explode"] = True
+    return document
+
+
+class Parameter(Protocol):
+    """One input of an operation: the handler's keyword it fills (None: only checked), how
+    it is read from the request, and its entries in the OpenAPI document."""
+
+    @property
+    def argument(self) -> str | None: ...
+    def parse(self, request: Request, settings: Settings) -> Any: ...
+    def document(self) -> list[Document]: ...
+
+
+def parse_path_int32(raw: str, name: str) -> int:
+    return parse_int32(raw, name, "path parameter")
+
+
+def keep_text(raw: str, name: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True)
+class PathParameter:
+    name: str
+    argument: str
+    description: str
+    schema: Document
+    convert: Callable[[str, str], Any]  # (the raw segment, the name) to the value, or a 400
+
+    def parse(self, request: Request, settings: Settings) -> Any:
+        return self.convert(request.path_params[self.name], self.name)
+
+    def document(self) -> list[Document]:
+        return [path_document(self.name, self.schema, self.description)]
+
+
+@dataclass(frozen=True)
+class QueryInt32:
+    name: str
+    argument: str
+    description: str
+    required: bool = False
+
+    def parse(self, request: Request, settings: Settings) -> int | None:
+        if self.required:
+            return required_int32(request.query, self.name)
+        return optional_int32(request.query, self.name)
+
+    def document(self) -> list[Document]:
+        return [query_document(self.name, INT32_SCHEMA, self.description, self.required)]
+
+
+@dataclass(frozen=True)
+class QueryChoice:
+    """A query parameter with a fixed set of values, some of which are named but refused."""
+
+    name: str
+    supported: tuple[str, ...]
+    refused: tuple[str, ...]
+    description: str
+    argument: str | None = None
+
+    def parse(self, request: Request, settings: Settings) -> str | None:
+        value = single(request.query, self.name)
+        if value in self.refused:
+            only = " or ".join(f"{self.name}={v}" for v in self.supported)
+            raise bad_request(f"{self.name}={value} is not supported: only {only} is", self.name)
+        if value is not None and value not in self.supported:
+            allowed = " or ".join(repr(v) for v in self.supported)
+            raise bad_request(f"{self.name} must be {allowed}, got {value!r}", self.name)
+        return value
+
+    def document(self) -> list[Document]:
+        schema = {"type": "string", "enum": [*self.supported, *self.refused]}
+        return [query_document(self.name, schema, self.description)]
+
+
+@dataclass(frozen=True)
+class Paging:
+    """`skip` and `limit`, as one Page."""
+
+    default_limit: int
+    argument: str = "page"
+
+    def parse(self, request: Request, settings: Settings) -> Page:
+        return parse_page(request.query, self.default_limit, settings.max_limit)
+
+    def document(self) -> list[Document]:
+        return [
+            query_document("skip", NON_NEGATIVE_SCHEMA, "Items to skip; default 0"),
+            query_document(
+                "limit",
+                NON_NEGATIVE_SCHEMA,
+                f"Most items returned; default {self.default_limit}, at most the max",
+            ),
+        ]
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """`start` and `end` of the creation times asked for, as one Window."""
+
+    argument: str = "window"
+
+    def parse(self, request: Request, settings: Settings) -> Window:
+        return parse_window(request.query, datetime.now(UTC))
+
+    def document(self) -> list[Document]:
+        return [
+            query_document(
+                "start",
+                DATE_TIME_SCHEMA,
+                "Inclusive start of the created_at range; default end - 30 days",
+            ),
+            query_document(
+                "end", DATE_TIME_SCHEMA, "Inclusive end of the created_at range; default now"
+            ),
+        ]
+
+
+@dataclass(frozen=True)
+class Sorting:
+    """Repeatable `sort_by` over the named columns."""
+
+    columns: tuple[str, ...]
+    default: tuple[SortKey, ...]
+    argument: str = "sort"
+
+    def parse(self, request: Request, settings: Settings) -> list[SortKey]:
+        return parse_sort(request.query, self.columns, self.default)
+
+    def document(self) -> list[Document]:
+        default = ", ".join(("-" if k.descending else "") + k.column for k in self.default)
+        description = (
+            "Repeatable; '-' prefix sorts descending. "
+            f"Columns: {', '.join(self.columns)}. Default {default}."
+        )
+        return [query_document("sort_by", {"type": "string"}, description, repeated=True)]
+
+
+@dataclass(frozen=True)
+class BaseUrl:
+    """Not a parameter the client sends: the URL this service is reached at."""
+
+    argument: str = "base_url"
+
+    def parse(self, request: Request, settings: Settings) -> str:
+        return settings.public_url or request.base_url()
+
+    def document(self) -> list[Document]:
+        return []

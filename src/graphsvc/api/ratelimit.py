@@ -1,0 +1,156 @@
+"""Per-client rate limiting before authentication, shared across replicas through Redis.
+
+Two moving windows must both admit a request: at most `rate + burst` in any one second,
+and at most `10 * rate` in any ten seconds, so a client gets its rate with a small burst
+on top. With Redis configured the counting is the `limits` library's moving window, shared
+by every replica; without Redis, and for as long as it is unreachable, each process counts
+the same windows in its own memory (`MemoryWindows`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+
+from graphsvc.api.web import Scope
+from graphsvc.errors import ApiError
+
+log = logging.getLogger("graphsvc.api.ratelimit")
+REDIS_RETRY_SECONDS = 5.0
+SUSTAINED_WINDOW_SECONDS = 10
+# How long a Redis call may take before the limiter counts in memory instead.
+REDIS_TIMEOUT_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    limit: int = 0
+    window_seconds: int = 0
+    remaining: int = 0
+    reset_seconds: int = 0
+
+
+ADMITTED = Verdict(True)
+
+
+class MemoryWindows:
+    """The same moving windows counted in this process: per client and window, the times of
+    the requests admitted within it (the limits library's memory storage hands work to a
+    thread on every request, which costs more than the request)."""
+
+    def __init__(self, windows: list[RateLimitItem]) -> None:
+        self.windows = [(w.amount, w.get_expiry()) for w in windows]
+        self.longest = max(seconds for _, seconds in self.windows)
+        self.hits: dict[str, tuple[deque[float], ...]] = {}
+        self.next_sweep = 0.0
+
+    def hit(self, client: str, now: float) -> Verdict:
+        queues = self.hits.get(client)
+        if queues is None:
+            queues = self.hits[client] = tuple(deque() for _ in self.windows)
+        for (limit, seconds), times in zip(self.windows, queues, strict=True):
+            while times and times[0] <= now - seconds:
+                times.popleft()
+            if len(times) >= limit:
+                reset = times[len(times) - limit] + seconds - now
+                return Verdict(False, limit, seconds, 0, max(1, math.ceil(reset)))
+        for times in queues:
+            times.append(now)
+        if now >= self.next_sweep:
+            self.forget_idle(now)
+        return ADMITTED
+
+    def forget_idle(self, now: float) -> None:
+        """Drop clients with no request inside the longest window, so memory stays bounded."""
+        idle = [c for c, queues in self.hits.items() if queues[-1][-1] <= now - self.longest]
+        for client in idle:
+            del self.hits[client]
+        self.next_sweep = now + self.longest
+
+
+class RateLimiter:
+    def __init__(self, per_second: int, burst: int, redis_url: str | None) -> None:
+        self.windows: list[RateLimitItem] = [
+            RateLimitItemPerSecond(per_second + burst, 1),
+            RateLimitItemPerSecond(per_second * SUSTAINED_WINDOW_SECONDS, SUSTAINED_WINDOW_SECONDS),
+        ]
+        self.memory = MemoryWindows(self.windows)
+        self.redis: MovingWindowRateLimiter | None = None
+        if redis_url:
+            storage = RedisStorage(
+                "async+" + redis_url,
+                wrap_exceptions=True,
+                key_prefix="graphsvc",
+                connect_timeout=REDIS_TIMEOUT_SECONDS,
+                stream_timeout=REDIS_TIMEOUT_SECONDS,
+            )
+            self.redis = MovingWindowRateLimiter(storage)
+        self.redis_failed_at: float | None = None
+
+    def redis_usable(self) -> bool:
+        failed = self.redis_failed_at
+        return failed is None or time.monotonic() - failed >= REDIS_RETRY_SECONDS
+
+    async def check(self, client: str) -> Verdict:
+        if self.redis is None or not self.redis_usable():
+            return self.memory.hit(client, time.monotonic())
+        try:
+            verdict = await self.count(self.redis, client)
+        except StorageError as exc:
+            if self.redis_failed_at is None:
+                log.warning(
+                    "Redis is unreachable (%s): rate limits are per process until it is back",
+                    exc.storage_error,
+                )
+            self.redis_failed_at = time.monotonic()
+            return self.memory.hit(client, time.monotonic())
+        if self.redis_failed_at is not None:
+            log.warning("Redis is reachable again: rate limits are shared again")
+            self.redis_failed_at = None
+        return verdict
+
+    async def count(self, limiter: MovingWindowRateLimiter, client: str) -> Verdict:
+        for window in self.windows:
+            if not await limiter.hit(window, client):
+                stats = await limiter.get_window_stats(window, client)
+                reset = max(1, math.ceil(stats.reset_time - time.time()))
+                return Verdict(False, window.amount, window.get_expiry(), stats.remaining, reset)
+        return ADMITTED
+
+
+def too_many_requests(verdict: Verdict) -> ApiError:
+    return ApiError(
+        429,
+        f"too many requests: at most {verdict.limit} in {verdict.window_seconds} s; "
+        f"retry after {verdict.reset_seconds} s",
+        "rate_limit",
+        {
+            "Retry-After": str(verdict.reset_seconds),
+            "RateLimit-Limit": str(verdict.limit),
+            "RateLimit-Remaining": str(verdict.remaining),
+            "RateLimit-Reset": str(verdict.reset_seconds),
+        },
+    )
+
+
+def client_address(scope: Scope, trusted_proxies: int) -> str:
+    """The caller's IP: the peer, or with N trusted proxies the address N hops back in
+    X-Forwarded-For (anything further left was written by the client and is not trusted)."""
+    peer = (scope.get("client") or ("unknown", 0))[0]
+    if trusted_proxies <= 0:
+        return str(peer)
+    forwarded: list[str] = []
+    for name, value in scope.get("headers", []):
+        if name == b"x-forwarded-for":
+            forwarded += [a.strip() for a in value.decode("latin-1").split(",") if a.strip()]
+    chain = [*forwarded, str(peer)]
+    return chain[max(0, len(chain) - 1 - trusted_proxies)]

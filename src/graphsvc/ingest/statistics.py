@@ -1,0 +1,107 @@
+"""Data-quality statistics of one collection run, from what the run stored.
+
+Per environment instance (an AD domain, an Azure tenant, an OpenGraph environment node):
+the nodes the run collected per kind and the edges it produced per kind, limited to the
+kinds the instance's schema extension registers. Aggregation rows sum those over the
+instances of each environment kind; Azure tenants also get their tenant stats record.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from graphsvc.store import data_quality, extensions
+from graphsvc.store.db import Connection
+
+TENANT_FIELDS = {
+    "AZUser": "users",
+    "AZGroup": "groups",
+    "AZApp": "apps",
+    "AZServicePrincipal": "service_principals",
+    "AZDevice": "devices",
+    "AZManagementGroup": "management_groups",
+    "AZSubscription": "subscriptions",
+    "AZResourceGroup": "resource_groups",
+    "AZVM": "vms",
+    "AZKeyVault": "key_vaults",
+}
+
+
+async def record_run_statistics(conn: Connection, run_id: str, now: datetime) -> None:
+    await data_quality.fill_edge_environments(conn, run_id)
+    node_counts, edge_counts = await data_quality.run_counts(conn, run_id)
+    counts = {"node": node_counts, "relationship": edge_counts}
+    instances = await data_quality.environment_instances(
+        conn, {c.environment_id for c in [*node_counts, *edge_counts]}
+    )
+    registered = await extensions.extension_kinds(conn)
+
+    per_instance: list[tuple[data_quality.AggregationRow, str]] = []
+    totals: dict[tuple[int, int, str, str, int], float] = defaultdict(float)
+    for instance in instances:
+        kinds = registered.get(instance.extension_id, {})
+        for metric_type, rows in counts.items():
+            for c in rows:
+                if c.environment_id != instance.environment_id or kinds.get(c.kind_id) != (
+                    metric_type
+                ):
+                    continue
+                row = data_quality.AggregationRow(
+                    run_id,
+                    instance.extension_id,
+                    instance.environment_kind_id,
+                    metric_type,
+                    c.kind_name,
+                    float(c.count),
+                    c.kind_id if metric_type == "node" else None,
+                )
+                per_instance.append((row, instance.environment_id))
+                key = (
+                    instance.extension_id,
+                    instance.environment_kind_id,
+                    metric_type,
+                    c.kind_name,
+                    c.kind_id,
+                )
+                totals[key] += c.count
+        if instance.environment_kind == "AZTenant":
+            await record_tenant(
+                conn, instance.environment_id, node_counts, edge_counts, run_id, now
+            )
+
+    await data_quality.insert_environment_stats(conn, per_instance, now)
+    await data_quality.insert_aggregations(
+        conn,
+        [
+            data_quality.AggregationRow(
+                run_id,
+                ext,
+                env_kind,
+                metric_type,
+                name,
+                value,
+                kind_id if metric_type == "node" else None,
+            )
+            for (ext, env_kind, metric_type, name, kind_id), value in sorted(totals.items())
+        ],
+        now,
+    )
+
+
+async def record_tenant(
+    conn: Connection,
+    tenant_id: str,
+    node_counts: list[data_quality.RunCount],
+    edge_counts: list[data_quality.RunCount],
+    run_id: str,
+    now: datetime,
+) -> None:
+    tenant_counts = dict.fromkeys(data_quality.TENANT_COUNT_FIELDS, 0)
+    for c in node_counts:
+        if c.environment_id == tenant_id and c.kind_name in TENANT_FIELDS:
+            tenant_counts[TENANT_FIELDS[c.kind_name]] = c.count
+    tenant_counts["relationships"] = sum(
+        c.count for c in edge_counts if c.environment_id == tenant_id
+    )
+    await data_quality.insert_tenant_stats(conn, tenant_id, tenant_counts, run_id, now)

@@ -1,0 +1,1 @@
+"""Storage: connections and dialects (db), migrations, and the SQL by subject."""

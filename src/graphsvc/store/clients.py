@@ -1,0 +1,345 @@
+"""Collection clients (Enterprise edition): their scheduled events, jobs and tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from graphsvc import wire
+from graphsvc.store.db import (
+    Connection,
+)
+
+COLLECTION_FLAGS = (
+    "session_collection",
+    "local_group_collection",
+    "ad_structure_collection",
+    "cert_services_collection",
+    "ca_registry_collection",
+    "dc_registry_collection",
+    "all_trusted_domains",
+)
+FLAG_COLUMNS = ", ".join(COLLECTION_FLAGS)
+
+
+def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
+    return dict(zip(COLLECTION_FLAGS, values, strict=True))
+
+
+ou_refs = msgspec.json.Decoder(list[wire.OUReference])
+domain_refs = msgspec.json.Decoder(list[wire.DomainReference])
+
+
+async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
+    r = await conn.fetchrow(
+        """SELECT id, name, ip_address, hostname, configured_user, last_checkin, current_job_id,
+            current_task_id, completed_job_count, completed_task_count, domain_controller,
+            version, user_sid
+        FROM clients WHERE id = $1 AND deleted_at IS NULL""",
+        client_id,
+    )
+    if r is None:
+        return None
+    events = [
+        wire.ClientEvent(
+            id=e[0],
+            client_id=e[1],
+            rrule=e[2],
+            ous=ou_refs.decode(e[10]),
+            domains=domain_refs.decode(e[11]),
+            **collection_flags(e[3:10]),
+        )
+        for e in await conn.fetch(
+            f"""SELECT id, client_id, rrule, {FLAG_COLUMNS}, ous, domains FROM client_events
+            WHERE client_id = $1 AND deleted_at IS NULL ORDER BY id""",
+            client_id,
+        )
+    ]
+    token = await find_client_token(conn, client_id)
+    current_job = await find_job(conn, r[6], r[1]) if r[6] is not None else None
+    current_task = await find_job(conn, r[7], r[1]) if r[7] is not None else None
+    return wire.Client(
+        id=r[0],
+        name=r[1],
+        ip_address=r[2],
+        hostname=r[3],
+        configured_user=r[4],
+        last_checkin=r[5] or wire.ZERO_TIME,
+        events=events,
+        token=token or wire.zero_token(),
+        current_job_id=wire.null_int64(r[6]),
+        current_task_id=wire.null_int64(r[7]),
+        current_job=current_job or wire.zero_job(),
+        current_task=current_task or wire.zero_job(),
+        completed_job_count=r[8],
+        completed_task_count=r[9],
+        domain_controller=wire.null_string(r[10]),
+        version=r[11],
+        user_sid=wire.null_string(r[12]),
+    )
+
+
+MASKED_KEY = "********"
+
+
+async def find_client_token(conn: Connection, client_id: str) -> wire.ClientToken | None:
+    """The client's newest live token; its key is never read back, only masked."""
+    r = await conn.fetchrow(
+        """SELECT id, created_at, updated_at, deleted_at, user_id, name, hmac_method,
+            last_access, created_by
+        FROM auth_tokens WHERE client_id = $1 AND deleted_at IS NULL
+        ORDER BY created_at DESC, id LIMIT 1""",
+        client_id,
+    )
+    if r is None:
+        return None
+    return wire.ClientToken(
+        r[0],
+        r[1],
+        r[2],
+        wire.null_time(r[3]),
+        wire.null_uuid(r[4]),
+        wire.null_string(r[5]),
+        MASKED_KEY,
+        r[6],
+        r[7],
+        wire.null_uuid(r[8]),
+    )
+
+
+async def find_job(conn: Connection, job_id: int, client_name: str) -> wire.Job | None:
+    r = await conn.fetchrow(
+        f"""SELECT id, client_id, event_id, execution_time, start_time, end_time,
+            status_message, {FLAG_COLUMNS}, domain_controller, ous, domains
+        FROM jobs WHERE id = $1""",
+        job_id,
+    )
+    if r is None:
+        return None
+    results = [
+        wire.DomainResult(
+            id=d[0],
+            created_at=d[1],
+            updated_at=d[2],
+            deleted_at=wire.null_time(d[3]),
+            job_id=d[4],
+            domain_name=d[5],
+            success=d[6],
+            message=d[7],
+            **dict(zip(DOMAIN_RESULT_COUNTS, d[8:20], strict=True)),
+        )
+        for d in await conn.fetch(
+            """SELECT id, created_at, updated_at, deleted_at, job_id, domain_name, success,
+                message, user_count, group_count, computer_count, gpo_count, ou_count,
+                container_count, aiaca_count, rootca_count, enterpriseca_count,
+                ntauthstore_count, certtemplate_count, deleted_count
+            FROM domain_collection_results WHERE job_id = $1 AND deleted_at IS NULL
+            ORDER BY id""",
+            job_id,
+        )
+    ]
+    return wire.Job(
+        id=r[0],
+        client_id=r[1],
+        client_name=client_name,
+        event_id=wire.null_int32(r[2]),
+        execution_time=r[3],
+        start_time=r[4] or wire.ZERO_TIME,
+        end_time=r[5] or wire.ZERO_TIME,
+        status_message=r[6],
+        domain_controller=r[14],
+        ous=ou_refs.decode(r[15]),
+        domains=domain_refs.decode(r[16]),
+        domain_results=results,
+        **collection_flags(r[7:14]),
+    )
+
+
+async def client_name_taken(conn: Connection, name: str) -> bool:
+    return await conn.fetchval("SELECT 1 FROM clients WHERE name = $1", name) is not None
+
+
+async def insert_client(
+    conn: Connection,
+    client_id: str,
+    name: str,
+    ip_address: str,
+    hostname: str,
+    now: datetime,
+    configured_user: str = "",
+    version: str = "",
+    domain_controller: str | None = None,
+    user_sid: str | None = None,
+    last_checkin: datetime | None = None,
+) -> None:
+    await conn.execute(
+        """INSERT INTO clients (id, name, ip_address, hostname, configured_user, last_checkin,
+            completed_job_count, completed_task_count, domain_controller, version, user_sid,
+            created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, 0, 0, $7, $8, $9, $10, $10)""",
+        client_id,
+        name,
+        ip_address,
+        hostname,
+        configured_user,
+        last_checkin,
+        domain_controller,
+        version,
+        user_sid,
+        now,
+    )
+
+
+async def set_client_checkin(
+    conn: Connection,
+    client_id: str,
+    configured_user: str,
+    last_checkin: datetime,
+    version: str,
+    domain_controller: str,
+    user_sid: str,
+) -> None:
+    """What a client reports when it checks in: who it runs as, its version, its DC."""
+    await conn.execute(
+        """UPDATE clients SET configured_user = $2, last_checkin = $3, version = $4,
+            domain_controller = $5, user_sid = $6 WHERE id = $1""",
+        client_id,
+        configured_user,
+        last_checkin,
+        version,
+        domain_controller,
+        user_sid,
+    )
+
+
+@dataclass
+class CollectionPlan:
+    """What a scheduled event or a job collects."""
+
+    flags: dict[str, bool]
+    ous: list[wire.OUReference]
+    domains: list[wire.DomainReference]
+
+    def flag_values(self) -> list[bool]:
+        return [self.flags.get(f, False) for f in COLLECTION_FLAGS]
+
+
+async def insert_client_event(
+    conn: Connection, client_id: str, rrule: str, plan: CollectionPlan, now: datetime
+) -> int:
+    marks = ", ".join(f"${i}" for i in range(3, 3 + len(COLLECTION_FLAGS)))
+    n = 3 + len(COLLECTION_FLAGS)
+    event_id: int = await conn.fetchval(
+        f"""INSERT INTO client_events (client_id, rrule, {FLAG_COLUMNS}, ous, domains,
+            created_at, updated_at) VALUES ($1, $2, {marks}, ${n}, ${n + 1}, ${n + 2}, ${n + 2})
+        RETURNING id""",
+        client_id,
+        rrule,
+        *plan.flag_values(),
+        msgspec.json.encode(plan.ous).decode(),
+        msgspec.json.encode(plan.domains).decode(),
+        now,
+    )
+    return event_id
+
+
+@dataclass
+class JobRow:
+    client_id: str
+    event_id: int | None
+    execution_time: datetime
+    start_time: datetime | None
+    end_time: datetime | None
+    status: int
+    status_message: str
+    domain_controller: str
+    plan: CollectionPlan
+
+
+async def insert_job(conn: Connection, job: JobRow, now: datetime) -> int:
+    first_flag = 8
+    marks = ", ".join(f"${i}" for i in range(first_flag, first_flag + len(COLLECTION_FLAGS)))
+    n = first_flag + len(COLLECTION_FLAGS)
+    job_id: int = await conn.fetchval(
+        f"""INSERT INTO jobs (client_id, event_id, execution_time, start_time, end_time, status,
+            status_message, {FLAG_COLUMNS}, domain_controller, ous, domains, created_at,
+            updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, {marks}, ${n}, ${n + 1}, ${n + 2}, ${n + 3},
+            ${n + 3})
+        RETURNING id""",
+        job.client_id,
+        job.event_id,
+        job.execution_time,
+        job.start_time,
+        job.end_time,
+        job.status,
+        job.status_message,
+        *job.plan.flag_values(),
+        job.domain_controller,
+        msgspec.json.encode(job.plan.ous).decode(),
+        msgspec.json.encode(job.plan.domains).decode(),
+        now,
+    )
+    return job_id
+
+
+DOMAIN_RESULT_COUNTS = (
+    "user_count",
+    "group_count",
+    "computer_count",
+    "gpo_count",
+    "ou_count",
+    "container_count",
+    "aiaca_count",
+    "rootca_count",
+    "enterpriseca_count",
+    "ntauthstore_count",
+    "certtemplate_count",
+    "deleted_count",
+)
+
+
+async def insert_domain_result(
+    conn: Connection,
+    job_id: int,
+    domain_name: str,
+    success: bool,
+    message: str,
+    counts: dict[str, int],
+    now: datetime,
+) -> None:
+    marks = ", ".join(f"${i}" for i in range(5, 5 + len(DOMAIN_RESULT_COUNTS)))
+    n = 5 + len(DOMAIN_RESULT_COUNTS)
+    await conn.execute(
+        f"""INSERT INTO domain_collection_results (job_id, domain_name, success, message,
+            {", ".join(DOMAIN_RESULT_COUNTS)}, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, {marks}, ${n}, ${n})""",
+        job_id,
+        domain_name,
+        success,
+        message,
+        *(counts.get(c, 0) for c in DOMAIN_RESULT_COUNTS),
+        now,
+    )
+
+
+async def set_client_work(
+    conn: Connection,
+    client_id: str,
+    current_job_id: int | None,
+    current_task_id: int | None,
+    completed_jobs: int,
+    completed_tasks: int,
+) -> None:
+    await conn.execute(
+        """UPDATE clients SET current_job_id = $2, current_task_id = $3,
+            completed_job_count = $4, completed_task_count = $5 WHERE id = $1""",
+        client_id,
+        current_job_id,
+        current_task_id,
+        completed_jobs,
+        completed_tasks,
+    )

@@ -1,0 +1,253 @@
+"""Data-quality statistics: aggregation rows per environment kind, Azure tenant records,
+and the per-run counts they are computed from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from graphsvc import wire
+from graphsvc.store.db import (
+    Connection,
+    Row,
+    in_list,
+    list_param,
+)
+from graphsvc.store.paging import SortKey, fetch_page, order_clause
+
+AGGREGATION_COLUMNS = """id, created_at, updated_at, deleted_at, run_id, extension_id,
+    environment_kind_id, metric_type, metric_name, metric_value, kind_id"""
+TIME_SORT_COLUMNS = {"created_at": "created_at", "updated_at": "updated_at"}
+
+
+def aggregation_from_row(r: Row) -> wire.DataQualityAggregation:
+    return wire.DataQualityAggregation(
+        r[0], r[1], r[2], wire.null_time(r[3]), r[4], r[5], r[6], r[7], r[8], float(r[9]), r[10]
+    )
+
+
+async def list_aggregations(
+    conn: Connection,
+    environment_kind_id: int,
+    extension_id: int | None,
+    start: datetime,
+    end: datetime,
+    sort: Sequence[SortKey],
+    skip: int,
+    limit: int,
+) -> tuple[int, list[wire.DataQualityAggregation]]:
+    args: list[Any] = [environment_kind_id, start, end]
+    extension_filter = ""
+    if extension_id is not None:
+        args.append(extension_id)
+        extension_filter = "AND extension_id = $4"
+    window = f"""FROM data_quality_aggregations
+        WHERE environment_kind_id = $1 AND created_at >= $2 AND created_at <= $3
+          AND deleted_at IS NULL {extension_filter}"""
+    # The total is a scalar subquery, not count(*) OVER (): a window function reads every
+    # row of the window before the page, which over a long history costs a hundred times
+    # what the page does (both halves run from the index dq_aggregations_window).
+    sql = f"""SELECT {AGGREGATION_COLUMNS}, (SELECT count(*) {window}) {window}
+        ORDER BY {order_clause(sort, TIME_SORT_COLUMNS, "id DESC")}"""
+    total, rows = await fetch_page(conn, sql, args, skip, limit)
+    return total, [aggregation_from_row(r) for r in rows]
+
+
+@dataclass
+class AggregationRow:
+    run_id: str
+    extension_id: int
+    environment_kind_id: int
+    metric_type: str
+    metric_name: str
+    metric_value: float
+    kind_id: int | None
+
+
+async def insert_aggregations(
+    conn: Connection, rows: Iterable[AggregationRow], created_at: datetime
+) -> None:
+    await conn.executemany(
+        """INSERT INTO data_quality_aggregations (run_id, extension_id, environment_kind_id,
+            metric_type, metric_name, metric_value, kind_id, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)""",
+        [
+            (
+                r.run_id,
+                r.extension_id,
+                r.environment_kind_id,
+                r.metric_type,
+                r.metric_name,
+                r.metric_value,
+                r.kind_id,
+                created_at,
+            )
+            for r in rows
+        ],
+    )
+
+
+TENANT_COUNT_FIELDS = (
+    "users",
+    "groups",
+    "apps",
+    "service_principals",
+    "devices",
+    "management_groups",
+    "subscriptions",
+    "resource_groups",
+    "vms",
+    "key_vaults",
+    "relationships",
+)
+
+
+async def tenant_known(conn: Connection, tenant_id: str) -> bool:
+    """A tenant is known when it has a tenant node or any stats row, deleted or not."""
+    found = await conn.fetchval(
+        """SELECT 1 FROM azure_tenant_stats WHERE tenant_id = $1
+        UNION ALL
+        SELECT 1 FROM nodes WHERE object_id = $1 AND label = 'AZTenant'
+        LIMIT 1""",
+        tenant_id.upper(),
+    )
+    return found is not None
+
+
+async def list_tenant_stats(
+    conn: Connection,
+    tenant_id: str,
+    start: datetime,
+    end: datetime,
+    sort: Sequence[SortKey],
+    skip: int,
+    limit: int,
+) -> tuple[int, list[wire.AzureTenantStats]]:
+    sql = f"""SELECT id, created_at, updated_at, deleted_at, tenant_id,
+            {", ".join(TENANT_COUNT_FIELDS)}, run_id, count(*) OVER ()
+        FROM azure_tenant_stats
+        WHERE tenant_id = $1 AND created_at >= $2 AND created_at <= $3 AND deleted_at IS NULL
+        ORDER BY {order_clause(sort, TIME_SORT_COLUMNS, "id DESC")}"""
+    total, rows = await fetch_page(conn, sql, [tenant_id.upper(), start, end], skip, limit)
+    return total, [
+        wire.AzureTenantStats(
+            id=r[0],
+            created_at=r[1],
+            updated_at=r[2],
+            deleted_at=wire.null_time(r[3]),
+            tenantid=r[4],
+            run_id=r[16],
+            **dict(zip(TENANT_COUNT_FIELDS, r[5:16], strict=True)),
+        )
+        for r in rows
+    ]
+
+
+async def insert_tenant_stats(
+    conn: Connection, tenant_id: str, counts: dict[str, int], run_id: str, created_at: datetime
+) -> None:
+    columns = ", ".join(TENANT_COUNT_FIELDS)
+    values = ", ".join(f"${i}" for i in range(4, 4 + len(TENANT_COUNT_FIELDS)))
+    await conn.execute(
+        f"""INSERT INTO azure_tenant_stats (tenant_id, run_id, created_at, updated_at, {columns})
+        VALUES ($1, $2, $3, $3, {values})""",
+        tenant_id.upper(),
+        run_id,
+        created_at,
+        *(counts[f] for f in TENANT_COUNT_FIELDS),
+    )
+
+
+async def fill_edge_environments(conn: Connection, run_id: str) -> None:
+    """Edges whose record named no environment take their end node's, else their start's."""
+    await conn.execute(
+        """UPDATE edges SET environment_id = COALESCE(
+            (SELECT n.environment_id FROM nodes n WHERE n.id = edges.end_id),
+            (SELECT n.environment_id FROM nodes n WHERE n.id = edges.start_id))
+        WHERE run_id = $1 AND environment_id IS NULL""",
+        run_id,
+    )
+
+
+@dataclass
+class RunCount:
+    environment_id: str
+    kind_id: int
+    kind_name: str
+    count: int
+
+
+async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], list[RunCount]]:
+    """Per environment and kind: the nodes a run collected, and the edges it produced."""
+    nodes = await conn.fetch(
+        """SELECT n.environment_id, k.id, k.name, count(*) FROM nodes n
+        JOIN node_kinds nk ON nk.node_id = n.id JOIN kinds k ON k.id = nk.kind_id
+        WHERE n.run_id = $1 AND n.environment_id IS NOT NULL
+        GROUP BY n.environment_id, k.id, k.name""",
+        run_id,
+    )
+    edges = await conn.fetch(
+        """SELECT x.environment_id, k.id, k.name, count(*) FROM edges x
+        JOIN kinds k ON k.id = x.kind_id
+        WHERE x.run_id = $1 AND x.environment_id IS NOT NULL
+        GROUP BY x.environment_id, k.id, k.name""",
+        run_id,
+    )
+    return (
+        [RunCount(r[0], r[1], r[2], int(r[3])) for r in nodes],
+        [RunCount(r[0], r[1], r[2], int(r[3])) for r in edges],
+    )
+
+
+@dataclass
+class EnvironmentInstance:
+    environment_id: str  # the object id of the domain, tenant, ... node
+    extension_id: int
+    environment_kind_id: int
+    environment_kind: str
+
+
+async def environment_instances(
+    conn: Connection, environment_ids: Iterable[str]
+) -> list[EnvironmentInstance]:
+    """The stored nodes among these ids that are of a registered environment kind."""
+    rows = await conn.fetch(
+        f"""SELECT n.object_id, se.extension_id, se.environment_kind_id, k.name FROM nodes n
+        JOIN node_kinds nk ON nk.node_id = n.id
+        JOIN schema_environments se ON se.environment_kind_id = nk.kind_id
+            AND se.deleted_at IS NULL
+        JOIN kinds k ON k.id = se.environment_kind_id
+        WHERE {in_list(conn.dialect, "n.object_id", "$1")}
+        ORDER BY n.object_id, se.extension_id""",
+        list_param(conn.dialect, set(environment_ids)),
+    )
+    return [EnvironmentInstance(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+async def insert_environment_stats(
+    conn: Connection,
+    rows: Sequence[tuple[AggregationRow, str]],
+    created_at: datetime,
+) -> None:
+    """Per-instance metrics: (the row, the environment instance's object id)."""
+    await conn.executemany(
+        """INSERT INTO data_quality_environment_stats (run_id, extension_id,
+            environment_kind_id, environment_id, metric_type, metric_name, metric_value,
+            kind_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+        [
+            (
+                r.run_id,
+                r.extension_id,
+                r.environment_kind_id,
+                env,
+                r.metric_type,
+                r.metric_name,
+                r.metric_value,
+                r.kind_id,
+                created_at,
+            )
+            for r, env in rows
+        ],
+    )

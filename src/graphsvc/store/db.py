@@ -1,0 +1,400 @@
+"""Connections to SQLite or PostgreSQL behind one small interface.
+
+Every dialect difference lives in this module. SQL elsewhere is written once, PostgreSQL
+style (`$1` placeholders); SQLite gets it rewritten to `?1`. Both dialects hand back the
+same Python types: datetimes with UTC tzinfo, bools, UUIDs as strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+import asyncpg
+
+Row = Sequence[Any]
+T = TypeVar("T")
+# What either driver raises when the database fails or cannot be reached.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    sqlite3.Error,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    ConnectionError,
+)
+Dialect = Literal["sqlite", "postgresql"]
+
+
+class Connection(Protocol):
+    dialect: Dialect
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+    async def execute(self, sql: str, *args: Any) -> None: ...
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Append rows in bulk (PostgreSQL's COPY; a plain multi-row insert on SQLite)."""
+        ...
+
+
+class Database(Protocol):
+    dialect: Dialect
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    def reading(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """A connection in autocommit: each statement reads its own consistent snapshot."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """A connection in a write transaction, committed when the block ends without error."""
+        ...
+
+
+def create_database(url: str, pool_size: int = 8) -> Database:
+    if url.startswith("sqlite:///"):
+        return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size)
+    if url.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://")):
+        return PostgresDatabase(asyncpg_dsn(url), pool_size)
+    raise ValueError(
+        f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://"
+    )
+
+
+async def run_in_transaction(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+    """Open a one-connection database, run `work` in one write transaction, and close."""
+    db = create_database(url, pool_size=1)
+    await db.open()
+    try:
+        async with db.transaction() as conn:
+            return await work(conn)
+    finally:
+        await db.close()
+
+
+async def ping(conn: Connection) -> None:
+    await conn.fetchval("SELECT 1")
+
+
+def asyncpg_dsn(url: str) -> str:
+    return re.sub(r"^postgres(ql)?(\+asyncpg)?://", "postgresql://", url)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL alembic connects with: SQLAlchemy's pysqlite or asyncpg driver."""
+    if url.startswith("sqlite:///"):
+        return url
+    return re.sub(r"^postgres(ql)?(\+asyncpg)?://", "postgresql+asyncpg://", url)
+
+
+def redact_url(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def in_list(dialect: Dialect, column: str, param: str) -> str:
+    """SQL testing that a text column is one of a list passed as one parameter, so that one
+    prepared statement serves lists of every length; pass the list through `list_param`."""
+    if dialect == "sqlite":
+        return f"{column} IN (SELECT value FROM json_each({param}))"
+    return f"{column} = ANY({param}::text[])"
+
+
+def list_param(dialect: Dialect, values: Iterable[str]) -> object:
+    return json.dumps(list(values)) if dialect == "sqlite" else list(values)
+
+
+async def sync_id_sequence(conn: Connection, table: str) -> None:
+    """After rows were added with explicit ids: PostgreSQL's sequence must move past them
+    (SQLite's rowid needs nothing)."""
+    if conn.dialect == "postgresql":
+        await conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+        )
+
+
+async def refresh_planner_statistics(conn: Connection, tables: Sequence[str]) -> None:
+    """After a large load: PostgreSQL plans from row estimates, and stale ones (autovacuum has
+    not run yet) took the DCOM list at a million nodes from milliseconds to 16 s. SQLite
+    plans this API's queries well from its own heuristics, and measured no better with
+    statistics, so it keeps none."""
+    if conn.dialect == "postgresql":
+        await conn.execute(f"ANALYZE {', '.join(tables)}")
+
+
+def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:
+    """SQL testing that a top-level property of a JSON text column equals a value, by JSON type
+    (7 matches 7, not "7"); pass the value through `json_value_param`."""
+    if dialect == "sqlite":
+        return f"json_extract({column}, '$.\"' || {key_param} || '\"') = {value_param}"
+    return f"(({column})::jsonb -> {key_param}) = {value_param}::jsonb"
+
+
+def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
+    # SQLite's json_extract yields native values (true as 1); PostgreSQL compares jsonb.
+    return value if dialect == "sqlite" else json.dumps(value)
+
+
+# --- SQLite ----------------------------------------------------------------------------
+
+SQLITE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# A read runs on the event loop for at most this long before it is rerun on a worker thread.
+INLINE_BUDGET_SECONDS = 0.005
+INLINE_CHECK_INSTRUCTIONS = 2000
+
+
+def sqlite_time(value: datetime) -> str:
+    """Fixed-width UTC text, so that SQLite compares and sorts times as strings correctly."""
+    return value.astimezone(UTC).strftime(SQLITE_TIME_FORMAT)
+
+
+def parse_sqlite_time(raw: bytes) -> datetime:
+    return datetime.fromisoformat(raw.decode()).replace(tzinfo=UTC)
+
+
+@lru_cache(maxsize=1024)
+def sqlite_sql(sql: str) -> str:
+    return re.sub(r"\$(\d+)", r"?\1", sql)
+
+
+def sqlite_args(args: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(sqlite_time(a) if isinstance(a, datetime) else a for a in args)
+
+
+class InlineBudgetSpent(Exception):
+    """A statement run on the event loop took longer than its budget."""
+
+
+class SQLiteConnection:
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, raw: sqlite3.Connection, executor: ThreadPoolExecutor, inline: bool) -> None:
+        self.raw = raw
+        self.executor = executor
+        # Reads first run on the event loop: a hand-off to a worker thread costs more than
+        # most of this API's statements. Writes may wait on the write lock, so they never do.
+        self.inline = inline
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        """Run blocking SQLite work off the event loop; cancelling interrupts the statement."""
+        future = asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self.raw.interrupt()
+            with contextlib.suppress(Exception):
+                await future
+            raise
+
+    def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        return self.raw.execute(sqlite_sql(sql), sqlite_args(args)).fetchall()
+
+    def _fetch_inline(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        """Run a read on the event loop, abandoning it once it has taken INLINE_BUDGET_SECONDS
+        (an autocommit read leaves nothing behind), so that no statement stalls the loop."""
+        deadline = time.perf_counter() + INLINE_BUDGET_SECONDS
+        spent = False
+
+        def over_budget() -> bool:
+            nonlocal spent
+            spent = time.perf_counter() > deadline
+            return spent
+
+        self.raw.set_progress_handler(over_budget, INLINE_CHECK_INSTRUCTIONS)
+        try:
+            return self._fetch(sql, args)
+        except sqlite3.OperationalError:
+            if spent:
+                raise InlineBudgetSpent from None
+            raise
+        finally:
+            self.raw.set_progress_handler(None, 0)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        if self.inline:
+            with contextlib.suppress(InlineBudgetSpent):
+                return self._fetch_inline(sql, args)
+        rows: list[Row] = await self.run(self._fetch, sql, args)
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        rows = await self.fetch(sql, *args)
+        return rows[0] if rows else None
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        row = await self.fetchrow(sql, *args)
+        return None if row is None else row[0]
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.fetch(sql, *args)
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.raw.executemany(sqlite_sql(sql), [sqlite_args(r) for r in rows])
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self.run(self._executemany, sql, rows)
+
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        values = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        await self.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values})", rows
+        )
+
+
+class SQLiteDatabase:
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: Path, pool_size: int) -> None:
+        self.path = path
+        self.pool_size = pool_size
+        self.idle: asyncio.Queue[sqlite3.Connection] | None = None
+        self.executor: ThreadPoolExecutor | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        raw = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            detect_types=sqlite3.PARSE_DECLTYPES,
+        )
+        raw.execute("PRAGMA journal_mode=WAL")
+        raw.execute("PRAGMA synchronous=NORMAL")
+        raw.execute("PRAGMA foreign_keys=ON")
+        raw.execute("PRAGMA busy_timeout=10000")
+        return raw
+
+    async def open(self) -> None:
+        # Declared column types as alembic writes them on SQLite; registering is idempotent.
+        sqlite3.register_converter("DATETIME", parse_sqlite_time)
+        sqlite3.register_converter("BOOLEAN", lambda raw: raw != b"0")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.executor = ThreadPoolExecutor(self.pool_size, thread_name_prefix="sqlite")
+        self.idle = asyncio.Queue()
+        for _ in range(self.pool_size):
+            self.idle.put_nowait(self._connect())
+
+    async def close(self) -> None:
+        if self.idle is not None:
+            while not self.idle.empty():
+                self.idle.get_nowait().close()
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[sqlite3.Connection]:
+        assert self.idle is not None, "database is not open"
+        raw = await self.idle.get()
+        try:
+            yield raw
+        finally:
+            self.idle.put_nowait(raw)
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[Connection]:
+        assert self.executor is not None, "database is not open"
+        async with self.connection() as raw:
+            yield SQLiteConnection(raw, self.executor, inline=True)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        assert self.executor is not None, "database is not open"
+        async with self.connection() as raw:
+            conn = SQLiteConnection(raw, self.executor, inline=False)
+            # IMMEDIATE takes the write lock up front, so two writers wait instead of deadlocking.
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                await asyncio.shield(conn.run(raw.execute, "ROLLBACK"))
+                raise
+            await conn.execute("COMMIT")
+
+
+# --- PostgreSQL ------------------------------------------------------------------------
+
+
+class PostgresConnection:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        rows: list[Row] = await self.raw.fetch(sql, *args)
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        row: Row | None = await self.raw.fetchrow(sql, *args)
+        return row
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self.raw.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.raw.execute(sql, *args)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self.raw.executemany(sql, rows)
+
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
+
+
+async def init_postgres_connection(raw: Any) -> None:
+    # UUIDs travel as text so both dialects hand the store the same str values.
+    await raw.set_type_codec("uuid", encoder=str, decoder=str, schema="pg_catalog", format="text")
+
+
+async def keep_session(raw: Any) -> None:
+    """Pooled connections never change session state (no SET, LISTEN or advisory locks), so
+    the pool's default reset, a round trip on every release, is skipped; asyncpg still rolls
+    back a transaction left open."""
+
+
+class PostgresDatabase:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, dsn: str, pool_size: int) -> None:
+        self.dsn = dsn
+        self.pool_size = pool_size
+        self.pool: Any = None
+
+    async def open(self) -> None:
+        self.pool = await asyncpg.create_pool(
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            init=init_postgres_connection,
+            reset=keep_session,
+        )
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[Connection]:
+        assert self.pool is not None, "database is not open"
+        async with self.pool.acquire() as raw:
+            yield PostgresConnection(raw)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        assert self.pool is not None, "database is not open"
+        async with self.pool.acquire() as raw, raw.transaction():
+            yield PostgresConnection(raw)

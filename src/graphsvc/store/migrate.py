@@ -1,0 +1,24 @@
+"""Bring a database's schema to the newest alembic revision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+from graphsvc.store.db import sqlalchemy_url
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    config.attributes["url"] = sqlalchemy_url(database_url)
+    return config
+
+
+def upgrade_schema(database_url: str) -> None:
+    """Must be called outside a running event loop: alembic drives asyncpg with asyncio.run."""
+    if database_url.startswith("sqlite:///"):
+        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(database_url), "head")
