@@ -6,7 +6,7 @@ import base64
 import hashlib
 import hmac
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import jwt
 import pytest
@@ -96,15 +96,75 @@ def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
         assert "RequestDate" in message(response)
 
 
-def test_request_date_with_offset_and_fraction(env: Env) -> None:
-    local = datetime.now(UTC).astimezone().replace(microsecond=123456)
-    stamp = local.isoformat()
-    headers = {
+def signed_at(env: Env, stamp: str) -> dict[str, str]:
+    return {
         "Authorization": f"svcsignature {env.token.id}",
         "RequestDate": stamp,
         "Signature": sign_request(env.token.key, "GET", AGG, stamp, b""),
     }
-    assert env.request("GET", AGG, headers).status_code == 200
+
+
+def test_request_date_in_utc_with_fraction(env: Env) -> None:
+    stamp = datetime.now(UTC).replace(microsecond=123456).isoformat()
+    assert stamp.endswith("+00:00")
+    assert env.request("GET", AGG, signed_at(env, stamp)).status_code == 200
+
+
+def test_request_date_in_another_offset_only_under_the_compatibility_setting(
+    make_env,  # type: ignore[no-untyped-def]
+) -> None:
+    stamp = datetime.now(timezone(timedelta(hours=-5))).isoformat(timespec="seconds")
+    strict = make_env()
+    strict.create_admin()
+    refused = strict.request("GET", AGG, signed_at(strict, stamp))
+    assert refused.status_code == 401 and "must be in UTC" in message(refused)
+    lenient = make_env(accept_local_time_signatures=True)
+    lenient.token = strict.token
+    assert lenient.request("GET", AGG, signed_at(lenient, stamp)).status_code == 200
+    odd = datetime.now(timezone(timedelta(hours=-13))).isoformat(timespec="seconds")
+    refused = lenient.request("GET", AGG, signed_at(lenient, odd))
+    assert refused.status_code == 401 and "offset no time zone uses" in message(refused)
+
+
+def rewrite_tail(stamp: str, now: datetime, offset: str) -> str:
+    """What a replayer can do: keep the signed hour (13 characters), rewrite the rest."""
+    return stamp[:13] + now.strftime(":%M:%S") + offset
+
+
+@pytest.mark.parametrize("hours_ago", [3, 10, 20])
+def test_a_captured_request_with_its_unsigned_tail_rewritten_is_refused(
+    env: Env, hours_ago: int
+) -> None:
+    now = datetime.now(UTC)
+    stamp = (now - timedelta(hours=hours_ago)).isoformat(timespec="seconds")
+    captured = signed_at(env, stamp)
+    assert env.request("GET", AGG, captured).status_code == 401
+    # The offset that makes the signed hour read as now: refused, UTC only.
+    shifted = f"-{hours_ago:02d}:00"
+    for tail in (rewrite_tail(stamp, now, shifted), rewrite_tail(stamp, now, "Z")):
+        replayed = env.request("GET", AGG, {**captured, "RequestDate": tail})
+        assert replayed.status_code == 401, tail
+
+
+def test_a_replay_outside_the_wider_window_is_refused_under_the_compatibility_setting(
+    make_env,  # type: ignore[no-untyped-def]
+) -> None:
+    env = make_env(accept_local_time_signatures=True)
+    env.create_admin()
+    now = datetime.now(UTC)
+    # Signed 30 hours ago: even read in the most favourable offset (-12:00), it is older than
+    # the wider window (the max age plus the 26 hours offsets span).
+    stamp = (now - timedelta(hours=30)).isoformat(timespec="seconds")
+    captured = signed_at(env, stamp)
+    replayed = env.request(
+        "GET", AGG, {**captured, "RequestDate": rewrite_tail(stamp, now, "-12:00")}
+    )
+    assert replayed.status_code == 401 and "stale RequestDate" in message(replayed)
+    # Signed 5 hours ago, the same rewrite is inside the documented wider window.
+    stamp = (now - timedelta(hours=5)).isoformat(timespec="seconds")
+    captured = signed_at(env, stamp)
+    shifted = {**captured, "RequestDate": rewrite_tail(stamp, now, "-05:00")}
+    assert env.request("GET", AGG, shifted).status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     accept_path_only_signatures: bool = False
     """Weaker, for old SDKs: also accept signatures computed over the path without its query."""
 
+    accept_local_time_signatures: bool = False
+    """Weaker, for the reference SDK: accept a RequestDate in any offset, not only UTC."""
+
     max_limit: int = 10000
     """Largest `limit` a paginated operation accepts; larger is a 400."""
 

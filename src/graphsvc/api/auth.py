@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import jwt
 
-from graphsvc.api.params import UUID_TEXT, rfc3339
+from graphsvc.api.params import UUID_TEXT, rfc3339, rfc3339_offset
 from graphsvc.api.web import Request
 from graphsvc.crypto import KeyBox, decode_jwt, sign_request, signatures_match
 from graphsvc.errors import forbidden, unauthorized
@@ -17,6 +17,8 @@ from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
 
+# The offsets time zones use; a RequestDate written in another is refused.
+EARLIEST_OFFSET, LATEST_OFFSET = timedelta(hours=-12), timedelta(hours=14)
 SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
 TOKEN_TOUCH_INTERVAL = 60.0
 TOKEN_CACHE_SIZE = 10000
@@ -95,14 +97,7 @@ class Authenticator:
         raw_date = request.headers.get("requestdate")
         if raw_date is None:
             raise unauthorized("missing RequestDate header")
-        request_date = rfc3339(raw_date.strip())
-        if request_date is None:
-            raise unauthorized("malformed RequestDate header: expected an RFC 3339 date-time")
-        now = datetime.now(UTC)
-        if now - request_date > timedelta(seconds=self.settings.signature_max_age_seconds):
-            raise unauthorized("stale RequestDate: the signed request is too old (replay)")
-        if request_date - now > timedelta(seconds=self.settings.signature_max_future_seconds):
-            raise unauthorized("RequestDate is too far in the future")
+        self.check_freshness(raw_date.strip())
         sent = request.headers.get("signature")
         if not sent:
             raise unauthorized("missing Signature header")
@@ -143,6 +138,29 @@ class Authenticator:
             self.tokens.clear()
         self.tokens[token_id] = CachedToken(now + self.settings.token_cache_seconds, credentials)
         return credentials
+
+    def check_freshness(self, raw_date: str) -> None:
+        """The signature covers only the date's first 13 characters, its hour: whoever
+        captured a request can rewrite the minutes, seconds and offset. Judging the whole date
+        therefore bounds a replay only if the offset is bounded too: in UTC the rewritten date
+        stays within the signed hour, so a capture is good for at most the max age plus one
+        hour after it was signed; with accept_local_time_signatures, offsets from -12:00 to
+        +14:00 move it by up to 26 hours more."""
+        request_date = rfc3339(raw_date)
+        offset = rfc3339_offset(raw_date)
+        if request_date is None or offset is None:
+            raise unauthorized("malformed RequestDate header: expected an RFC 3339 date-time")
+        if not self.settings.accept_local_time_signatures and offset:
+            raise unauthorized("RequestDate must be in UTC (ending in Z or +00:00)")
+        if not EARLIEST_OFFSET <= offset <= LATEST_OFFSET:
+            raise unauthorized("RequestDate has an offset no time zone uses (-12:00 to +14:00)")
+        max_age = timedelta(seconds=self.settings.signature_max_age_seconds)
+        max_future = timedelta(seconds=self.settings.signature_max_future_seconds)
+        now = datetime.now(UTC)
+        if now - request_date > max_age:
+            raise unauthorized("stale RequestDate: the signed request is too old (replay)")
+        if request_date - now > max_future:
+            raise unauthorized("RequestDate is too far in the future")
 
     def authorize(self, identity: Identity, permission: str | None) -> None:
         principal = identity.principal

@@ -98,8 +98,20 @@ def rfc3339(raw: str) -> datetime | None:
     offset = "+00:00" if offset in ("Z", "z") else offset.replace(" ", "+")
     try:
         return datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}").astimezone(UTC)
-    except ValueError:
+    except (ValueError, OverflowError):  # no such day, or out of range once in UTC
         return None
+
+
+def rfc3339_offset(raw: str) -> timedelta | None:
+    """The UTC offset an RFC 3339 date-time is written in; None when `raw` is not one."""
+    match = RFC3339.fullmatch(raw)
+    if match is None:
+        return None
+    offset = match.group(4)
+    if offset in ("Z", "z"):
+        return timedelta(0)
+    sign = -1 if offset[0] == "-" else 1
+    return sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
 
 
 def parse_time(raw: str, name: str) -> datetime:
