@@ -125,6 +125,8 @@ async def log_in(
         raise bad_request(
             f"unsupported login_method {request.login_method!r}: use 'secret'", "login_method"
         )
+    if "\x00" in request.username:
+        raise bad_request("username must not contain a NUL byte", "username")
     user = await accounts.find_user_login(conn, request.username)
     if not verify_secret(user.secret_digest if user else None, request.secret) or user is None:
         raise unauthorized("invalid username or secret")

@@ -37,7 +37,7 @@ from graphsvc.store import accounts
 from graphsvc.store.db import DATABASE_ERRORS, Database, create_database
 
 log = logging.getLogger("graphsvc")
-PREFER = re.compile(r"wait=(-1|[0-9]+)")
+PREFER = re.compile(r"wait=(-1|[0-9]{1,18})")  # bounded: int() of thousands of digits fails
 
 
 class App:

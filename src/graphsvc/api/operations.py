@@ -31,8 +31,8 @@ from graphsvc.api.params import (
     QueryInt32,
     Sorting,
     TimeWindow,
-    keep_text,
     parse_path_int32,
+    parse_text,
     parse_uuid,
 )
 from graphsvc.api.web import Request, Response, json_response
@@ -86,6 +86,8 @@ async def log_in(ctx: Context, request: Request) -> Response:
         raise bad_request(f"invalid login body: {exc}", "body") from None
     except msgspec.DecodeError:
         raise bad_request("login body must be a JSON object", "body") from None
+    except UnicodeDecodeError:
+        raise bad_request("login body must be UTF-8", "body") from None
     lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
     async with ctx.db.transaction() as conn:
         reply = await service.log_in(conn, body, ctx.auth.jwt_key, lifetime)
@@ -260,7 +262,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 "object_id",
                 "Computer object id, case-insensitive",
                 {"type": "string"},
-                keep_text,
+                parse_text,
             ),
             Paging(default_limit=10),
             QueryChoice(

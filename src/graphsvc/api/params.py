@@ -18,8 +18,9 @@ from graphsvc.settings import Settings
 from graphsvc.store.paging import SortKey
 
 INT32_MAX = 2**31 - 1
-DIGITS = re.compile(r"[0-9]+")
-SIGNED_DIGITS = re.compile(r"-?[0-9]+")
+# Bounded, so that int() never meets the thousands of digits it refuses (or spends time on).
+DIGITS = re.compile(r"[0-9]{1,10}")
+SIGNED_DIGITS = re.compile(r"-?[0-9]{1,10}")
 # RFC 3339 date-time. A space where the offset's '+' stood is accepted: an unencoded '+'
 # in a query string arrives decoded as a space.
 RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+\- ]\d{2}:\d{2})")
@@ -126,7 +127,12 @@ def parse_time(raw: str, name: str) -> datetime:
 def parse_window(query: Query, now: datetime) -> Window:
     raw_start, raw_end = single(query, "start"), single(query, "end")
     end = now if raw_end is None else parse_time(raw_end, "end")
-    start = end - DEFAULT_WINDOW if raw_start is None else parse_time(raw_start, "start")
+    if raw_start is not None:
+        start = parse_time(raw_start, "start")
+    elif end - datetime.min.replace(tzinfo=UTC) >= DEFAULT_WINDOW:
+        start = end - DEFAULT_WINDOW
+    else:
+        raise bad_request("query parameter end must be at least 30 days after year 1", "end")
     if start > end:
         raise bad_request("query parameter start must not be after end", "start")
     return Window(start, end)
@@ -190,7 +196,10 @@ def parse_path_int32(raw: str, name: str) -> int:
     return parse_int32(raw, name, "path parameter")
 
 
-def keep_text(raw: str, name: str) -> str:
+def parse_text(raw: str, name: str) -> str:
+    """Any text but a NUL byte, which PostgreSQL cannot store or compare."""
+    if "\x00" in raw:
+        raise bad_request(f"path parameter {name} must not contain a NUL byte", name)
     return raw
 
 

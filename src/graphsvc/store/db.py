@@ -148,15 +148,15 @@ def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
 
 # --- SQLite ----------------------------------------------------------------------------
 
-SQLITE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 # A read runs on the event loop for at most this long before it is rerun on a worker thread.
 INLINE_BUDGET_SECONDS = 0.005
 INLINE_CHECK_INSTRUCTIONS = 2000
 
 
 def sqlite_time(value: datetime) -> str:
-    """Fixed-width UTC text, so that SQLite compares and sorts times as strings correctly."""
-    return value.astimezone(UTC).strftime(SQLITE_TIME_FORMAT)
+    """Fixed-width UTC text, so that SQLite compares and sorts times as strings correctly
+    (strftime's %Y would write year 999 in three digits)."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_sqlite_time(raw: bytes) -> datetime:
