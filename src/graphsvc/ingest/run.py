@@ -1,8 +1,9 @@
 """Loading collector output: one call is one collection run, all or nothing.
 
-Every document is streamed (ijson), never loaded whole: a pass for `meta`, then a pass over
-the records, which the writer stores in batches inside the caller's transaction. Any
-error raises IngestError naming the file (and zip entry), and the transaction rolls back.
+Every document is streamed (ijson), never loaded whole: a survey pass that checks its shape
+and finds `meta`, then a pass over the records, which the writer stores in batches inside
+the caller's transaction. Any error raises IngestError naming the file (and zip entry), and
+the transaction rolls back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ijson
 from graphsvc.ingest import azurehound, opengraph, sharphound, statistics
 from graphsvc.ingest.records import IngestError, lower_keys
 from graphsvc.ingest.sources import Progress, Source, expand
+from graphsvc.ingest.survey import survey
 from graphsvc.ingest.writer import GraphWriter
 from graphsvc.store import graph
 from graphsvc.store.db import Connection
@@ -59,12 +61,16 @@ def json_error(exc: Exception) -> str:
 
 async def ingest_source(source: Source, writer: GraphWriter, progress: Progress | None) -> None:
     """Store one document, of whichever format it is."""
+    with source.open() as stream:
+        try:
+            found = survey(stream, source.label)
+        except ijson.JSONError as exc:
+            raise IngestError(source.label, f"not valid JSON ({json_error(exc)})") from None
     read = reader(source, progress)
-    metas = [meta async for _, meta in read("meta")]
-    if not metas:
+    if found is None:
         await opengraph.ingest(read, source.label, writer)
         return
-    meta = lower_keys(metas[0])
+    meta = lower_keys(found)
     kind = meta.get("type") if isinstance(meta, dict) else None
     if not isinstance(kind, str):
         raise IngestError(source.label, "must be an object with a string 'type'", "meta")
