@@ -4,10 +4,14 @@ and every HTTP response it sees is validated against the served OpenAPI document
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -291,6 +295,33 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def served(environment: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A `graphsvc serve` process of the test's own with these GRAPHSVC_* variables; yields
+    its base URL and the process once /health answers, and stops it afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
+        env={**os.environ, "GRAPHSVC_LOG_LEVEL": "warning", **environment},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(400):
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            time.sleep(0.05)
+        yield base, process
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:

@@ -63,7 +63,7 @@ def test_request_date_out_of_range_is_401_without_credentials(env: Env) -> None:
     "body",
     [
         b'{"login_method": "secret", "username": "\xff\xfe", "secret": "x"}',
-        b"[" * 100_000 + b"]" * 100_000,
+        b"[" * 8000 + b"]" * 8000,
         b'{"login_method": "secret", "username": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     ],
     ids=["invalid utf-8", "deeply nested", "nested value"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from graphsvc.cli import main
-from graphsvc.store import graph
-from tests.conftest import TEST_FERNET_KEY, Env
+from graphsvc.store import db, graph
+from tests.conftest import FIXTURES, TEST_FERNET_KEY, Env
 
 JWT_SECRET = "test-jwt-signing-key-of-sufficient-length-0123456789"
 
@@ -304,3 +305,26 @@ def test_ingest_reports_progress_as_plain_lines_off_a_terminal(
     result = cli("ingest", str(tmp_path / "a.json"))
     assert result.exit_code == 0
     assert f"reading {tmp_path / 'a.json'} (" in result.stderr
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_second_ingest_on_sqlite_exits_1_with_one_line(
+    cli: Callable[..., Result], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest that waits past the busy timeout for another write (here an open write
+    transaction, as a running ingest holds) says so in one line, and writes nothing."""
+    sample = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest" / "sessions.json"
+    assert cli("db", "upgrade").exit_code == 0
+    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    holder = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = cli("ingest", str(sample))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("graphsvc: error:")]
+    assert len(error) == 1 and "Traceback" not in result.stderr
+    assert "locked by another write" in error[0] and "nothing was written" in error[0]
+    assert cli("ingest", str(sample)).exit_code == 0

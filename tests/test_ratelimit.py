@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from coredis import Redis
 
-from graphsvc.api.ratelimit import MemoryWindows, RateLimiter, client_address
+from graphsvc.api.ratelimit import MemoryWindows, RateLimiter, client_address, request_windows
 from tests.conftest import REQUIRE_SERVICES, Env, free_port
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -142,7 +142,7 @@ def test_client_address(forwarded: str | None, proxies: int, expected: str) -> N
 
 
 def memory_windows(per_second: int, burst: int) -> MemoryWindows:
-    return RateLimiter(per_second, burst, None).memory
+    return RateLimiter(request_windows(per_second, burst), None).memory
 
 
 def test_memory_windows_admit_rate_plus_burst_in_one_second() -> None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +16,7 @@ import pytest
 from graphsvc import service
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.store.db import run_in_transaction
-from tests.conftest import TEST_FERNET_KEY, free_port
+from tests.conftest import TEST_FERNET_KEY, served
 
 RATE, BURST = 20, 5
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -26,44 +24,21 @@ AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 
 @pytest.fixture
 def replicas(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[list[str]]:
-    processes, bases = [], []
-    for i in range(2):
-        port = free_port()
-        environment = {
-            **os.environ,
-            "GRAPHSVC_DATABASE_URL": database_url,
-            "GRAPHSVC_REDIS_URL": redis_url,
-            "GRAPHSVC_RATE_LIMIT_PER_SECOND": str(RATE),
-            "GRAPHSVC_RATE_LIMIT_BURST": str(BURST),
-            "GRAPHSVC_JWT_SECRET": "replica-shared-jwt-secret-of-enough-length-0123456789",
-            "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-            "GRAPHSVC_DATA_DIR": str(tmp_path / f"replica{i}"),  # no shared files
-            "GRAPHSVC_LOG_LEVEL": "warning",
-        }
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
-                env=environment,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        )
-        bases.append(f"http://127.0.0.1:{port}")
-    try:
-        for base, process in zip(bases, processes, strict=True):
-            for _ in range(200):
-                try:
-                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-                time.sleep(0.05)
+    with contextlib.ExitStack() as stack:
+        bases = []
+        for i in range(2):
+            environment = {
+                "GRAPHSVC_DATABASE_URL": database_url,
+                "GRAPHSVC_REDIS_URL": redis_url,
+                "GRAPHSVC_RATE_LIMIT_PER_SECOND": str(RATE),
+                "GRAPHSVC_RATE_LIMIT_BURST": str(BURST),
+                "GRAPHSVC_JWT_SECRET": "replica-shared-jwt-secret-of-enough-length-0123456789",
+                "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+                "GRAPHSVC_DATA_DIR": str(tmp_path / f"replica{i}"),  # no shared files
+            }
+            base, _ = stack.enter_context(served(environment))
+            bases.append(base)
         yield bases
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(10)
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

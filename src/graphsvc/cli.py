@@ -59,6 +59,8 @@ def run_in_transaction(
         fail(f"{exc.context}: {exc.message}")
     except IngestError as exc:
         fail(f"{exc} (nothing was written)")
+    except database.DATABASE_ERRORS as exc:
+        fail(f"{database.describe_database_error(exc)} (nothing was written)")
     raise AssertionError("unreachable")
 
 
@@ -83,15 +85,22 @@ def serve(host: str, port: int) -> None:
     import uvicorn
 
     from graphsvc.api.app import create_app
+    from graphsvc.api.server import GuardedHttpProtocol, raise_open_file_limit
 
     settings = load_settings()
     migrate(settings)
+    # Each connection holds a file; keep a margin for the database, Redis and logs.
+    open_files = raise_open_file_limit()
+    protocol = GuardedHttpProtocol.configure(
+        settings.header_timeout_seconds, min(settings.max_connections, open_files - 64)
+    )
     uvicorn.run(
         create_app(settings),
         host=host,
         port=port,
         log_level=settings.log_level,
         proxy_headers=False,
+        http=protocol,
     )
 
 

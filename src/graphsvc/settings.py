@@ -59,6 +59,18 @@ class Settings(BaseSettings):
     accept_local_time_signatures: bool = False
     """Weaker, for the reference SDK: accept a RequestDate in any offset, not only UTC."""
 
+    max_body_bytes: int = 16 * 1024
+    """Largest request body accepted (login and every read); a larger one is a 413."""
+
+    header_timeout_seconds: float = 10.0
+    """A request's headers must arrive within this long of its first byte; else 408, closed."""
+
+    body_timeout_seconds: float = 10.0
+    """Longest pause allowed while a request body arrives; else 408 and the request ends."""
+
+    max_connections: int = 1000
+    """Connections open at once per process (capped by the open-file limit); more get 503."""
+
     max_limit: int = 10000
     """Largest `limit` a paginated operation accepts; larger is a 400."""
 
@@ -76,6 +88,9 @@ class Settings(BaseSettings):
 
     rate_limit_burst: int = 10
     """Extra requests allowed within one second, the ten-second average staying at the rate."""
+
+    login_failures_per_minute: int = 10
+    """Failed logins allowed per user name and per address in a minute; then 429s, unchecked."""
 
     redis_url: str | None = None
     """`redis://host:port/db`: keep rate-limit counters in Redis, shared by every replica."""

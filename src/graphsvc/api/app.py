@@ -13,8 +13,14 @@ from functools import partial
 
 from graphsvc.api.auth import Authenticator, Identity
 from graphsvc.api.openapi import build_openapi
-from graphsvc.api.operations import OPERATIONS, Context, Operation
-from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
+from graphsvc.api.operations import OPERATIONS, PASSWORD_CHECKS_AT_ONCE, Context, Operation
+from graphsvc.api.ratelimit import (
+    RateLimiter,
+    client_address,
+    login_failure_windows,
+    request_windows,
+    too_many_requests,
+)
 from graphsvc.api.web import (
     Endpoint,
     Receive,
@@ -23,6 +29,8 @@ from graphsvc.api.web import (
     Route,
     Scope,
     Send,
+    body_too_large,
+    declared_length,
     encode,
     error_response,
     json_response,
@@ -53,18 +61,35 @@ class App:
             settings.resolved_jwt_secret(),
             KeyBox(settings.resolved_token_encryption_key()),
         )
-        self.context = Context(settings, self.db, self.auth, encode(build_openapi(OPERATIONS)))
+        self.context = Context(
+            settings,
+            self.db,
+            self.auth,
+            encode(build_openapi(OPERATIONS)),
+            RateLimiter(
+                login_failure_windows(settings.login_failures_per_minute), settings.redis_url
+            ),
+            asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
+        )
         self.limiter = (
             RateLimiter(
-                settings.rate_limit_per_second, settings.rate_limit_burst, settings.redis_url
+                request_windows(settings.rate_limit_per_second, settings.rate_limit_burst),
+                settings.redis_url,
             )
             if settings.rate_limit_per_second > 0
             else None
         )
-        endpoints: dict[str, dict[str, Endpoint]] = {}
+        by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
-            endpoints.setdefault(op.path, {})[op.method] = self.endpoint(op)
-        self.routes: list[Route] = [route(path, methods) for path, methods in endpoints.items()]
+            by_path.setdefault(op.path, []).append(op)
+        self.routes: list[Route] = [
+            route(
+                path,
+                {op.method: self.endpoint(op) for op in ops},
+                max(op.max_body_bytes or settings.max_body_bytes for op in ops),
+            )
+            for path, ops in by_path.items()
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -105,7 +130,13 @@ class App:
                 "method",
                 {"Allow": ", ".join(matched.methods)},
             )
-        return await endpoint(Request(scope, receive, path_params))
+        length = declared_length(scope)
+        if length is not None and length > matched.max_body:
+            raise body_too_large(matched.max_body)
+        request = Request(
+            scope, receive, path_params, matched.max_body, self.settings.body_timeout_seconds
+        )
+        return await endpoint(request)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -18,6 +18,8 @@ ERROR_STATUSES = {
     "403": "Authenticated, but without the permission the operation needs",
     "404": "No such entity",
     "405": "Method not allowed on this path",
+    "408": "The request body stalled",
+    "413": "The request body is larger than the server accepts",
     "429": "Rate limit exceeded",
     "500": "Unexpected error, or the request timed out",
     "503": "The database is unreachable",

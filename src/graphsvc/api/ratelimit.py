@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from limits import RateLimitItem, RateLimitItemPerSecond
+from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
@@ -53,6 +53,15 @@ class MemoryWindows:
         self.hits: dict[str, tuple[deque[float], ...]] = {}
         self.next_sweep = 0.0
 
+    def peek(self, client: str, now: float) -> Verdict:
+        """Whether one more would be admitted, counting nothing."""
+        for (limit, seconds), times in zip(self.windows, self.hits.get(client, ()), strict=False):
+            recent = [t for t in times if t > now - seconds]
+            if len(recent) >= limit:
+                reset = recent[len(recent) - limit] + seconds - now
+                return Verdict(False, limit, seconds, 0, max(1, math.ceil(reset)))
+        return ADMITTED
+
     def hit(self, client: str, now: float) -> Verdict:
         queues = self.hits.get(client)
         if queues is None:
@@ -77,12 +86,23 @@ class MemoryWindows:
         self.next_sweep = now + self.longest
 
 
+def login_failure_windows(per_minute: int) -> list[RateLimitItem]:
+    return [RateLimitItemPerMinute(per_minute, 1)]
+
+
+def request_windows(per_second: int, burst: int) -> list[RateLimitItem]:
+    return [
+        RateLimitItemPerSecond(per_second + burst, 1),
+        RateLimitItemPerSecond(per_second * SUSTAINED_WINDOW_SECONDS, SUSTAINED_WINDOW_SECONDS),
+    ]
+
+
 class RateLimiter:
-    def __init__(self, per_second: int, burst: int, redis_url: str | None) -> None:
-        self.windows: list[RateLimitItem] = [
-            RateLimitItemPerSecond(per_second + burst, 1),
-            RateLimitItemPerSecond(per_second * SUSTAINED_WINDOW_SECONDS, SUSTAINED_WINDOW_SECONDS),
-        ]
+    """Moving windows per key, in Redis when configured (else, or while it is down, in
+    this process)."""
+
+    def __init__(self, windows: list[RateLimitItem], redis_url: str | None) -> None:
+        self.windows = windows
         self.memory = MemoryWindows(self.windows)
         self.redis: MovingWindowRateLimiter | None = None
         if redis_url:
@@ -101,10 +121,19 @@ class RateLimiter:
         return failed is None or time.monotonic() - failed >= REDIS_RETRY_SECONDS
 
     async def check(self, client: str) -> Verdict:
+        """Count one more for `client` and judge it."""
+        return await self.judge(client, count=True)
+
+    async def peek(self, client: str) -> Verdict:
+        """Judge one more for `client` without counting it."""
+        return await self.judge(client, count=False)
+
+    async def judge(self, client: str, count: bool) -> Verdict:
+        in_memory = self.memory.hit if count else self.memory.peek
         if self.redis is None or not self.redis_usable():
-            return self.memory.hit(client, time.monotonic())
+            return in_memory(client, time.monotonic())
         try:
-            verdict = await self.count(self.redis, client)
+            verdict = await self.count(self.redis, client, count)
         except StorageError as exc:
             if self.redis_failed_at is None:
                 log.warning(
@@ -112,25 +141,26 @@ class RateLimiter:
                     exc.storage_error,
                 )
             self.redis_failed_at = time.monotonic()
-            return self.memory.hit(client, time.monotonic())
+            return in_memory(client, time.monotonic())
         if self.redis_failed_at is not None:
             log.warning("Redis is reachable again: rate limits are shared again")
             self.redis_failed_at = None
         return verdict
 
-    async def count(self, limiter: MovingWindowRateLimiter, client: str) -> Verdict:
+    async def count(self, limiter: MovingWindowRateLimiter, client: str, count: bool) -> Verdict:
         for window in self.windows:
-            if not await limiter.hit(window, client):
+            admitted = await (limiter.hit if count else limiter.test)(window, client)
+            if not admitted:
                 stats = await limiter.get_window_stats(window, client)
                 reset = max(1, math.ceil(stats.reset_time - time.time()))
                 return Verdict(False, window.amount, window.get_expiry(), stats.remaining, reset)
         return ADMITTED
 
 
-def too_many_requests(verdict: Verdict) -> ApiError:
+def too_many_requests(verdict: Verdict, what: str = "requests") -> ApiError:
     return ApiError(
         429,
-        f"too many requests: at most {verdict.limit} in {verdict.window_seconds} s; "
+        f"too many {what}: at most {verdict.limit} in {verdict.window_seconds} s; "
         f"retry after {verdict.reset_seconds} s",
         "rate_limit",
         {

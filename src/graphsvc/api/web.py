@@ -7,6 +7,7 @@ directly and this module holds what it needs.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs
 import msgspec
 
 from graphsvc import wire
+from graphsvc.errors import ApiError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -30,8 +32,17 @@ encode = msgspec.json.Encoder().encode
 class Request:
     """One HTTP request: method, path, headers (lower-case names), path and query parameters."""
 
-    def __init__(self, scope: Scope, receive: Receive, path_params: dict[str, str]) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        receive: Receive,
+        path_params: dict[str, str],
+        max_body: int,
+        body_timeout: float,
+    ) -> None:
         self.scope = scope
+        self.max_body = max_body
+        self.body_timeout = body_timeout
         self.receive = receive
         self.method: str = scope["method"]
         self.path: str = scope["path"]
@@ -59,17 +70,47 @@ class Request:
         return f"{self.scope.get('scheme', 'http')}://{host}"
 
     async def body(self) -> bytes:
+        """The whole body, read as it arrives; past `max_body` bytes, a 413 and no more is read
+        (the server then closes the connection instead of draining it); a pause longer than
+        `body_timeout` is a 408."""
         if self._body is None:
             chunks = []
+            size = 0
             while True:
-                message = await self.receive()
+                try:
+                    async with asyncio.timeout(self.body_timeout):
+                        message = await self.receive()
+                except TimeoutError:
+                    raise ApiError(
+                        408, f"the request body stalled for {self.body_timeout:g} s", "body", CLOSE
+                    ) from None
                 if message["type"] != "http.request":
                     break
-                chunks.append(message.get("body", b""))
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    raise body_too_large(self.max_body)
+                chunks.append(chunk)
                 if not message.get("more_body", False):
                     break
             self._body = b"".join(chunks)
         return self._body
+
+
+# A body left half read cannot be told from the next request: the connection ends.
+CLOSE = {"Connection": "close"}
+
+
+def body_too_large(limit: int) -> ApiError:
+    return ApiError(413, f"request body is larger than {limit} bytes", "body", CLOSE)
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The Content-Length the client declared, if it declared a plain one."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-length" and value.isdigit() and len(value) <= 18:
+            return int(value)
+    return None
 
 
 @dataclass
@@ -114,12 +155,15 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class Route:
     pattern: re.Pattern[str]
     methods: dict[str, Endpoint]
+    max_body: int  # the most body bytes a request to it may send
 
 
-def route(template: str, methods: dict[str, Endpoint]) -> Route:
+def route(template: str, methods: dict[str, Endpoint], max_body: int) -> Route:
     """A route for a path like /a/{name}/b: each {name} matches one non-empty segment."""
     pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
-    return Route(re.compile(pattern), {method.upper(): e for method, e in methods.items()})
+    return Route(
+        re.compile(pattern), {method.upper(): e for method, e in methods.items()}, max_body
+    )
 
 
 def match_route(routes: list[Route], path: str) -> tuple[Route, dict[str, str]] | None:

@@ -88,6 +88,16 @@ async def ping(conn: Connection) -> None:
     await conn.fetchval("SELECT 1")
 
 
+def describe_database_error(exc: BaseException) -> str:
+    """One line for a user: what went wrong with the database, and what to do."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return (
+            f"the SQLite store stayed locked by another write (an ingest running?) for "
+            f"{SQLITE_BUSY_TIMEOUT_MS // 1000} s; run this again once it has finished"
+        )
+    return f"database error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
 def asyncpg_dsn(url: str) -> str:
     return re.sub(r"^postgres(ql)?(\+asyncpg)?://", "postgresql://", url)
 
@@ -148,6 +158,9 @@ def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
 
 # --- SQLite ----------------------------------------------------------------------------
 
+# How long a statement waits for another connection's write lock (a second ingest waits this
+# long for the first, then fails as locked).
+SQLITE_BUSY_TIMEOUT_MS = 10_000
 # A read runs on the event loop for at most this long before it is rerun on a worker thread.
 INLINE_BUDGET_SECONDS = 0.005
 INLINE_CHECK_INSTRUCTIONS = 2000
@@ -273,7 +286,7 @@ class SQLiteDatabase:
         raw.execute("PRAGMA journal_mode=WAL")
         raw.execute("PRAGMA synchronous=NORMAL")
         raw.execute("PRAGMA foreign_keys=ON")
-        raw.execute("PRAGMA busy_timeout=10000")
+        raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         return raw
 
     async def open(self) -> None:

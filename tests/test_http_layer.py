@@ -1,0 +1,128 @@
+"""The HTTP layer of a served process: protocol errors answered with the JSON error body,
+headers that trickle in (slowloris) cut off, a cap on open connections, the open-file limit
+raised, and a request body that stalls answered 408."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_FERNET_KEY, served
+
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
+    environment = {
+        "GRAPHSVC_DATABASE_URL": database_url,
+        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+        "GRAPHSVC_JWT_SECRET": "http-layer-test-jwt-secret-of-enough-length-0123",
+        "GRAPHSVC_HEADER_TIMEOUT_SECONDS": "1",
+        "GRAPHSVC_BODY_TIMEOUT_SECONDS": "1",
+        "GRAPHSVC_MAX_CONNECTIONS": "40",
+    }
+    with served(environment) as (base, process):
+        host, port = base.removeprefix("http://").split(":")
+        yield host, int(port), process.pid
+
+
+def exchange(server: tuple[str, int, int], raw: bytes, wait: float = 5) -> bytes:
+    with socket.create_connection(server[:2], timeout=wait) as s:
+        s.sendall(raw)
+        received = b""
+        while chunk := s.recv(65536):
+            received += chunk
+        return received
+
+
+def json_error(answer: bytes, status: int) -> dict[str, object]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d " % status), answer[:200]
+    assert b"content-type: application/json" in head.lower() and b"requestid: " in head.lower()
+    error: dict[str, object] = json.loads(body)
+    assert error["http_status"] == status and error["errors"]
+    return error
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"BREW /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /api/v2/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /api/v2/login HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    ],
+    ids=["unknown method", "100 KB target", "raw non-ascii", "length and chunked", "tls"],
+)
+def test_protocol_errors_answer_the_json_error_body(
+    server: tuple[str, int, int], raw: bytes
+) -> None:
+    error = json_error(exchange(server, raw), 400)
+    assert error["errors"] == [
+        {
+            "context": "http",
+            "message": "not a valid HTTP/1.1 request (its request line, a header or its framing)",
+        }
+    ]
+
+
+def test_headers_that_trickle_in_are_cut_off(server: tuple[str, int, int]) -> None:
+    sockets = [socket.create_connection(server[:2], timeout=5) for _ in range(30)]
+    try:
+        for s in sockets:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        time.sleep(1.5)
+        answers = [s.recv(65536) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+    for answer in answers:
+        json_error(answer, 408)
+    # The server still serves, and a slow client between requests is on the clock too.
+    assert exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[
+        :12
+    ] == (b"HTTP/1.1 200")
+
+
+def test_connections_past_the_cap_are_refused_with_503(server: tuple[str, int, int]) -> None:
+    idle = [socket.create_connection(server[:2], timeout=5) for _ in range(40)]
+    try:
+        time.sleep(0.2)
+        extra = socket.create_connection(server[:2], timeout=5)
+        answer = extra.recv(65536)
+        extra.close()
+    finally:
+        for s in idle:
+            s.close()
+    json_error(answer, 503)
+    time.sleep(0.3)  # the idle ones are gone: served again
+    assert exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[
+        :12
+    ] == (b"HTTP/1.1 200")
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit(server: tuple[str, int, int]) -> None:
+    limits = Path(f"/proc/{server[2]}/limits").read_text()
+    line = next(row for row in limits.splitlines() if row.startswith("Max open files"))
+    soft, hard = line.split()[3:5]
+    assert soft == hard
+
+
+def test_a_body_that_stalls_is_408(server: tuple[str, int, int]) -> None:
+    # The server answers and closes the connection (else this read would time out).
+    answer = exchange(
+        server,
+        b'POST /api/v2/login HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"login',
+        wait=3,
+    )
+    error = json_error(answer, 408)
+    assert "stalled" in json.dumps(error)

@@ -1,0 +1,111 @@
+"""Logins: failures are throttled per user name and per address before any password is
+checked, password checks run off the event loop, and a flood of wrong passwords leaves
+other requests' latency near normal."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from graphsvc import service
+from graphsvc.store.db import run_in_transaction
+from tests.conftest import TEST_FERNET_KEY, Env, served
+
+
+def login(env: Env, username: str, secret: str, address: str = "") -> httpx.Response:
+    headers = {"X-Forwarded-For": address} if address else {}
+    body = b'{"login_method": "secret", "username": "%s", "secret": "%s"}' % (
+        username.encode(),
+        secret.encode(),
+    )
+    return env.request("POST", "/api/v2/login", headers=headers, content=body)
+
+
+def test_failed_logins_for_one_user_are_throttled_before_the_password_is_checked(
+    make_env,  # type: ignore[no-untyped-def]
+) -> None:
+    env = make_env(login_failures_per_minute=3)
+    env.create_admin()
+    assert [login(env, "admin", "wrong").status_code for _ in range(3)] == [401] * 3
+    refused = login(env, "admin", "admin-secret")  # right, but after too many failures
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    assert "failed logins" in refused.json()["errors"][0]["message"]
+
+
+def test_failed_logins_from_one_address_are_throttled_across_user_names(
+    make_env,  # type: ignore[no-untyped-def]
+) -> None:
+    env = make_env(login_failures_per_minute=3, trusted_proxies=1)
+    env.create_admin()
+    statuses = [login(env, f"nobody{i}", "x", "203.0.113.7").status_code for i in range(4)]
+    assert statuses == [401, 401, 401, 429]
+    assert login(env, "admin", "admin-secret", "198.51.100.2").status_code == 200
+
+
+def test_successful_logins_are_not_counted(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(login_failures_per_minute=2)
+    env.create_admin()
+    assert [login(env, "admin", "admin-secret").status_code for _ in range(4)] == [200] * 4
+
+
+def health_latencies(base: str, count: int) -> list[float]:
+    times = []
+    with httpx.Client() as client:
+        for _ in range(count):
+            started = time.perf_counter()
+            assert client.get(f"{base}/health").status_code == 200
+            times.append(time.perf_counter() - started)
+            time.sleep(0.01)
+    return times
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_login_flood_leaves_health_near_normal_and_is_answered_429(
+    database_url: str, tmp_path: Path
+) -> None:
+    async def admin(conn):  # type: ignore[no-untyped-def]
+        await service.create_user(conn, "admin", "Administrator", "right-secret", False)
+
+    asyncio.run(run_in_transaction(database_url, admin))
+    environment = {
+        "GRAPHSVC_DATABASE_URL": database_url,
+        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+        "GRAPHSVC_JWT_SECRET": "flood-test-jwt-secret-of-enough-length-0123456789",
+        "GRAPHSVC_RATE_LIMIT_PER_SECOND": "0",
+    }
+    with served(environment) as (base, _):
+        normal = statistics.median(health_latencies(base, 30))
+        statuses: list[int] = []
+        stop = time.monotonic() + 4
+        lock = threading.Lock()
+
+        def flood() -> None:
+            with httpx.Client(timeout=30) as client:
+                while time.monotonic() < stop:
+                    response = client.post(
+                        f"{base}/api/v2/login",
+                        json={"login_method": "secret", "username": "admin", "secret": "no"},
+                    )
+                    with lock:
+                        statuses.append(response.status_code)
+
+        threads = [threading.Thread(target=flood) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        during = statistics.median(health_latencies(base, 30))
+        for thread in threads:
+            thread.join()
+    # The allowed failures, plus at most the checks already running when the last one failed.
+    assert statuses.count(401) <= 10 + 2, statuses.count(401)
+    assert statuses.count(429) > 0 and set(statuses) <= {401, 429, 503}
+    # Before, eight such clients took /health from 2 ms to 250-830 ms.
+    assert during < max(10 * normal, 0.05), (normal, during)
