@@ -109,3 +109,16 @@ def test_a_login_flood_leaves_health_near_normal_and_is_answered_429(
     assert statuses.count(429) > 0 and set(statuses) <= {401, 429, 503}
     # Before, eight such clients took /health from 2 ms to 250-830 ms.
     assert during < max(10 * normal, 0.05), (normal, during)
+
+
+def test_failed_logins_are_counted_across_replicas_through_redis(
+    make_env,  # type: ignore[no-untyped-def]
+    redis_url: str,
+) -> None:
+    first = make_env(login_failures_per_minute=2, redis_url=redis_url)
+    first.create_admin()
+    second = make_env(login_failures_per_minute=2, redis_url=redis_url)
+    assert login(first, "admin", "wrong").status_code == 401
+    assert login(second, "admin", "wrong").status_code == 401
+    assert login(first, "admin", "admin-secret").status_code == 429
+    assert login(second, "admin", "admin-secret").status_code == 429

@@ -1,0 +1,133 @@
+"""Property tests of the request path: whatever a client sends in the query, the path, the
+headers or a login body, the answer is a documented success or the JSON error body of a
+documented status (every response is validated against the served OpenAPI document by the
+Env), and never a 500."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphsvc.demo.dataset import DemoResult
+from tests.conftest import Env
+
+PROPERTY_SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+NAMES = st.sampled_from(
+    ["schema_environment_kind_id", "schema_extension_id", "skip", "limit", "sort_by",
+     "start", "end", "type", "x"]
+)  # fmt: skip
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+NUMBERISH = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(["", "-", "0", "1e3", "0x10", " 1", "9" * 4400, "-0"]),
+)
+DATES = st.one_of(
+    st.datetimes().map(lambda d: d.isoformat() + "Z"),
+    st.sampled_from(
+        ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", "2026-02-30T00:00:00Z",
+         "2026-11-22T10:00:00+99:99", "2026-11-22 10:00:00Z"]
+    ),
+)  # fmt: skip
+VALUES = st.one_of(TEXT, NUMBERISH, DATES, st.sampled_from(["created_at", "-name", "list"]))
+# Header values as bytes (UTF-8 included), without the control characters HTTP forbids.
+HEADER_VALUES = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=40
+).map(lambda t: t.strip().encode())
+QUERY = st.lists(st.tuples(NAMES, VALUES), max_size=6).map(
+    lambda pairs: "&".join(f"{quote(k)}={quote(v)}" for k, v in pairs)
+)
+
+
+def paths(demo: DemoResult) -> st.SearchStrategy[str]:
+    segment = st.one_of(TEXT.filter(lambda t: t not in ("", ".", "..")), NUMBERISH)
+    return st.one_of(
+        st.just("/api/v2/data-quality-stats-aggregations"),
+        st.just(f"/api/v2/azure-tenants/{demo.tenant_ids[0]}/data-quality-stats"),
+        st.just(f"/api/v2/computers/{demo.computer_object_ids[0]}/dcom-rights"),
+        segment.map(lambda s: f"/api/v2/azure-tenants/{quote(s, safe='')}/data-quality-stats"),
+        segment.map(lambda s: f"/api/v2/saml/providers/{quote(s, safe='')}"),
+        segment.map(lambda s: f"/api/v2/clients/{quote(s, safe='')}"),
+        segment.map(lambda s: f"/api/v2/computers/{quote(s, safe='')}/dcom-rights"),
+    )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_any_signed_query_gets_a_documented_answer(demo_env: tuple[Env, DemoResult]) -> None:
+    env, demo = demo_env
+
+    prefers = st.one_of(st.none(), HEADER_VALUES, NUMBERISH.map(lambda n: f"wait={n}".encode()))
+
+    @PROPERTY_SETTINGS
+    @given(path=paths(demo), query=QUERY, prefer=prefers)
+    def check(path: str, query: str, prefer: bytes | None) -> None:
+        uri = f"{path}?{query}" if query else path
+        headers = {} if prefer is None else {"Prefer": prefer}
+        response = env.get(uri, headers=headers)
+        assert response.status_code != 500, response.text
+
+    check()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_any_credentials_get_a_documented_answer(env: Env) -> None:
+    uri = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+    @PROPERTY_SETTINGS
+    @given(
+        scheme=st.sampled_from(["svcsignature", "bhesignature", "Bearer", "Basic", ""]),
+        credential=HEADER_VALUES,
+        date=st.one_of(DATES.map(str.encode), HEADER_VALUES),
+        signature=HEADER_VALUES,
+    )
+    def check(scheme: str, credential: bytes, date: bytes, signature: bytes) -> None:
+        headers = {
+            "Authorization": f"{scheme} ".encode() + credential,
+            "RequestDate": date,
+            "Signature": signature,
+        }
+        response = env.request("GET", uri, headers)
+        assert response.status_code in (400, 401), response.text
+
+    check()
+
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), TEXT),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_any_login_body_gets_a_documented_answer(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(login_failures_per_minute=100_000)
+    env.create_admin()
+    import json
+
+    bodies = st.one_of(
+        st.binary(max_size=200),
+        st.fixed_dictionaries(
+            {"login_method": st.one_of(st.just("secret"), TEXT)},
+            optional={"username": st.one_of(st.just("admin"), TEXT), "secret": JSON_VALUES},
+        ).map(lambda d: json.dumps(d).encode()),
+        JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+    )
+
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(body=bodies)
+    def check(body: bytes) -> None:
+        response = env.request("POST", "/api/v2/login", content=body)
+        assert response.status_code in (200, 400, 401), response.text
+
+    check()
