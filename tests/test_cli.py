@@ -198,13 +198,58 @@ def test_bad_database_url_is_a_clear_error(tmp_path: Path) -> None:
     assert "hunter2" not in result.stderr
 
 
-def test_bad_setting_is_a_clear_error(tmp_path: Path) -> None:
+def one_error_line(result: Result) -> str:
+    """The command failed with exit status 1 and exactly one line, no traceback."""
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("graphsvc: error: "), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("GRAPHSVC_EDITION", "platinum", "'enterprise' or 'community'"),
+        ("GRAPHSVC_LOG_LEVEL", "verbose", "'debug', 'info', 'warning' or 'error'"),
+        ("GRAPHSVC_DATABASE_URL", "mysql://u:hunter2@db/x", "use sqlite:///"),
+        ("GRAPHSVC_DATABASE_URL", "sqlite:////no/such/folder/g.db", "does not exist"),
+        ("GRAPHSVC_DB_POOL_SIZE", "0", "greater than or equal to 1"),
+        ("GRAPHSVC_MAX_WAIT_SECONDS", "soon", "valid integer"),
+        ("GRAPHSVC_RATE_LIMIT_PER_SECOND", "-5", "greater than or equal to 0"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_the_variable(
+    tmp_path: Path, variable: str, value: str, expected: str
+) -> None:
     result = CliRunner().invoke(
-        main,
-        ["db", "upgrade"],
-        env={"GRAPHSVC_EDITION": "platinum", "GRAPHSVC_DATA_DIR": str(tmp_path)},
+        main, ["db", "upgrade"], env={variable: value, "GRAPHSVC_DATA_DIR": str(tmp_path)}
     )
-    assert result.exit_code == 1 and "edition" in result.stderr
+    line = one_error_line(result)
+    assert variable in line and expected in line
+    assert "hunter2" not in line and not Path("/no").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["serve", "--port", "99999"], "'--port': 99999 is not in the range 1<=x<=65535"),
+        (["serve", "--port", "0"], "'--port'"),
+        (["schema", "register", "/no/such.json"], "does not exist"),
+        (["examples", "/no/such.json"], "No such file"),
+        (["nosuch"], "No such command"),
+    ],
+)
+def test_a_bad_option_or_missing_file_is_one_line(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    result = CliRunner().invoke(main, args, env={"GRAPHSVC_DATA_DIR": str(tmp_path)})
+    assert expected in one_error_line(result)
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("graphsvc ")
 
 
 def test_schema_register_list_and_ingest_for_the_extension(

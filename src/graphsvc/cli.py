@@ -14,13 +14,14 @@ from typing import Any, TypeVar
 
 import click
 import msgspec
+from pydantic import ValidationError
 
 from graphsvc import service, wire
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.errors import ApiError
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.sources import Progress, Source
-from graphsvc.settings import Settings
+from graphsvc.settings import Settings, describe_settings_error
 from graphsvc.store import db as database
 from graphsvc.store.migrate import upgrade_schema
 
@@ -35,8 +36,8 @@ def fail(message: str) -> None:
 def load_settings() -> Settings:
     try:
         return Settings()
-    except Exception as exc:  # pydantic's ValidationError names the bad variable
-        fail(f"invalid configuration: {exc}")
+    except ValidationError as exc:
+        fail(f"invalid configuration: {describe_settings_error(exc)}")
         raise
 
 
@@ -72,14 +73,30 @@ def keys_of(settings: Settings) -> KeyBox:
     return KeyBox(settings.resolved_token_encryption_key())
 
 
-@click.group()
+class Commands(click.Group):
+    """Every failure is one `graphsvc: error:` line and exit status 1, usage errors too
+    (a bad option value, a missing file): click would print three lines and exit 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            fail(exc.format_message())
+        except click.exceptions.Abort:
+            fail("aborted")
+        return None
+
+
+@click.group(cls=Commands)
+@click.version_option(package_name="graphsvc", message="graphsvc %(version)s")
 def main() -> None:
     """graphsvc: a server of the Graph Analysis Service API v2."""
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 def serve(host: str, port: int) -> None:
     """Run migrations if needed, then serve the API."""
     import uvicorn

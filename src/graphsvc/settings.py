@@ -7,8 +7,10 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 
 
 def default_data_dir() -> Path:
@@ -41,16 +43,16 @@ class Settings(BaseSettings):
     token_encryption_key: SecretStr | None = None
     """Fernet key encrypting API token keys at rest; generated once into data_dir when not set."""
 
-    jwt_lifetime_seconds: int = 8 * 3600
+    jwt_lifetime_seconds: int = Field(8 * 3600, ge=60)
     """How long a JWT from POST /api/v2/login is valid."""
 
-    signature_max_age_seconds: int = 2 * 3600
+    signature_max_age_seconds: int = Field(2 * 3600, ge=1)
     """A signed request whose RequestDate is older than this is rejected as a replay."""
 
-    signature_max_future_seconds: int = 15 * 60
+    signature_max_future_seconds: int = Field(15 * 60, ge=0)
     """A signed request whose RequestDate is further ahead than this is rejected."""
 
-    token_cache_seconds: float = 1.0
+    token_cache_seconds: float = Field(1.0, ge=0)
     """Seconds a process may reuse a token's stored record; revoking takes this long at most."""
 
     accept_path_only_signatures: bool = False
@@ -59,50 +61,68 @@ class Settings(BaseSettings):
     accept_local_time_signatures: bool = False
     """Weaker, for the reference SDK: accept a RequestDate in any offset, not only UTC."""
 
-    max_body_bytes: int = 16 * 1024
+    max_body_bytes: int = Field(16 * 1024, ge=1024)
     """Largest request body accepted (login and every read); a larger one is a 413."""
 
-    header_timeout_seconds: float = 10.0
+    header_timeout_seconds: float = Field(10.0, gt=0)
     """A request's headers must arrive within this long of its first byte; else 408, closed."""
 
-    body_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = Field(10.0, gt=0)
     """Longest pause allowed while a request body arrives; else 408 and the request ends."""
 
-    max_connections: int = 1000
+    max_connections: int = Field(1000, ge=1)
     """Connections open at once per process (capped by the open-file limit); more get 503."""
 
-    max_limit: int = 10000
+    max_limit: int = Field(10000, ge=1)
     """Largest `limit` a paginated operation accepts; larger is a 400."""
 
-    default_wait_seconds: int = 30
+    default_wait_seconds: int = Field(30, ge=1)
     """Request timeout when no `Prefer: wait=N` header (or wait=0) is sent."""
 
-    max_wait_seconds: int = 60
+    max_wait_seconds: int = Field(60, ge=1)
     """Cap on the timeout a client may ask for with `Prefer: wait=N`."""
 
     allow_unlimited_wait: bool = False
     """Whether `Prefer: wait=-1` (no timeout at all) is honoured; otherwise it is a 400."""
 
-    rate_limit_per_second: int = 55
+    rate_limit_per_second: int = Field(55, ge=0)
     """Requests per second each client IP may make (before authentication); 0 turns limits off."""
 
-    rate_limit_burst: int = 10
+    rate_limit_burst: int = Field(10, ge=0)
     """Extra requests allowed within one second, the ten-second average staying at the rate."""
 
-    login_failures_per_minute: int = 10
+    login_failures_per_minute: int = Field(10, ge=1)
     """Failed logins allowed per user name and per address in a minute; then 429s, unchecked."""
 
     redis_url: str | None = None
     """`redis://host:port/db`: keep rate-limit counters in Redis, shared by every replica."""
 
-    trusted_proxies: int = 0
+    trusted_proxies: int = Field(0, ge=0)
     """How many reverse proxies in front of the server append to X-Forwarded-For (0: ignore it)."""
 
-    db_pool_size: int = 8
+    db_pool_size: int = Field(8, ge=1)
     """Database connections each server process keeps open."""
 
-    log_level: str = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of the server process (debug, info, warning, error)."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def lower_case_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def supported_database(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(DATABASE_SCHEMES):
+            raise ValueError("use sqlite:///path/file.db or postgresql://user@host:port/database")
+        if value.startswith("sqlite:///"):
+            folder = Path(value.removeprefix("sqlite:///")).parent
+            if not folder.is_dir():
+                raise ValueError(f"the folder {folder} does not exist; create it first")
+        return value
 
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'graphsvc.sqlite3'}"
@@ -131,3 +151,22 @@ def read_or_create_secret(path: Path, fresh: str) -> bytes:
     with os.fdopen(fd, "w") as f:
         f.write(fresh + "\n")
     return fresh.encode()
+
+
+SECRET_SETTINGS = {"jwt_secret", "token_encryption_key"}
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """One line naming each bad GRAPHSVC_* variable, its value and what is allowed."""
+    from graphsvc.store.db import redact_url
+
+    parts = []
+    for problem in error.errors():
+        name = str(problem["loc"][0]) if problem["loc"] else ""
+        variable = f"GRAPHSVC_{name.upper()}"
+        shown = "(hidden)" if name in SECRET_SETTINGS else repr(problem.get("input"))
+        if name == "database_url" and isinstance(problem.get("input"), str):
+            shown = repr(redact_url(problem["input"]))
+        message = problem["msg"].removeprefix("Value error, ").removeprefix("Input ")
+        parts.append(f"{variable}={shown}: {message}")
+    return "; ".join(parts)
