@@ -366,6 +366,6 @@ def env(make_env: Callable[..., Env]) -> Env:
 def demo_env(make_env: Callable[..., Env]) -> tuple[Env, DemoResult]:
     """The demo dataset, with the demo's Administrator token as the env's token."""
     made = make_env()
-    result = made.run_in_transaction(lambda conn: create_demo(conn, made.keys, "demo-secret"))
+    result = made.run_in_transaction(lambda conn: create_demo(conn, made.keys, "demo-secret-0123"))
     made.token = service.CreatedToken(result.token_id, result.token_key, None)
     return made, result

@@ -261,13 +261,13 @@ def test_role_permissions(env: Env, role: str, expected: dict[str, int]) -> None
 
 
 def test_disabled_user_is_403_for_tokens_and_login(env: Env) -> None:
-    token = env.user_with_token("dormant", "Administrator", disabled=True, secret="pw")
+    token = env.user_with_token("dormant", "Administrator", disabled=True, secret="pw-0123456789")
     response = env.get(AGG, token=token)
     assert response.status_code == 403 and message(response) == "user is disabled"
     login = env.request(
         "POST",
         "/api/v2/login",
-        content=b'{"login_method":"secret","username":"dormant","secret":"pw"}',
+        content=b'{"login_method":"secret","username":"dormant","secret":"pw-0123456789"}',
     )
     assert login.status_code == 403
 
@@ -348,8 +348,8 @@ def test_expired_and_forged_jwts_are_401(env: Env) -> None:
 
 
 def test_removing_a_user_revokes_its_sessions_and_tokens(env: Env) -> None:
-    token = env.user_with_token("leaver", "User", secret="pw")
-    session = env.login("leaver", "pw")
+    token = env.user_with_token("leaver", "User", secret="pw-0123456789")
+    session = env.login("leaver", "pw-0123456789")
 
     async def remove(conn: Connection) -> None:
         await conn.execute(

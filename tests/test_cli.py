@@ -69,7 +69,15 @@ def test_demo_prints_a_summary(cli: Callable[..., Result]) -> None:
 
 def test_user_and_token_work_on_the_server(cli: Callable[..., Result], make_env) -> None:  # type: ignore[no-untyped-def]
     user = ok_json(
-        cli("user", "create", "analyst", "--role", "read-only", "--secret", "pw", "--json")
+        cli(
+            "user",
+            "create",
+            "analyst",
+            "--role",
+            "read-only",
+            "--json",
+            extra={"GRAPHSVC_USER_SECRET": "pw-0123456789"},
+        )
     )
     assert user["name"] == "analyst"
     token = ok_json(cli("token", "create", "--user", "analyst", "--json"))
@@ -79,7 +87,7 @@ def test_user_and_token_work_on_the_server(cli: Callable[..., Result], make_env)
     signed = cli("sign", "GET", uri, "--token-id", token["id"], "--token-key", token["key"])
     headers = json.loads(signed.stdout)
     assert env.request("GET", uri, headers).status_code == 200
-    jwt = env.login("analyst", "pw")
+    jwt = env.login("analyst", "pw-0123456789")
     assert env.request("GET", uri, {"Authorization": f"Bearer {jwt}"}).status_code == 200
 
 
@@ -373,3 +381,62 @@ def test_a_second_ingest_on_sqlite_exits_1_with_one_line(
     assert len(error) == 1 and "Traceback" not in result.stderr
     assert "locked by another write" in error[0] and "nothing was written" in error[0]
     assert cli("ingest", str(sample)).exit_code == 0
+
+
+def test_secrets_come_from_standard_input(database_url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    environment = {
+        "GRAPHSVC_DATABASE_URL": database_url,
+        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+    }
+    made = runner.invoke(
+        main,
+        ["user", "create", "piped", "--role", "User", "--secret-stdin", "--json"],
+        input="a-piped-secret-123\n",
+        env=environment,
+    )
+    assert made.exit_code == 0, made.output
+    short = runner.invoke(
+        main, ["user", "create", "weak", "--role", "User", "--secret", "short"], env=environment
+    )
+    assert "at least 12 characters" in one_error_line(short)
+    empty = runner.invoke(
+        main, ["user", "create", "e", "--role", "User", "--secret-stdin"], input="", env=environment
+    )
+    assert "--secret-stdin" in one_error_line(empty)
+    signed = runner.invoke(
+        main,
+        ["sign", "GET", "/api/v2/self", "--token-id", "t", "--token-key-stdin"],
+        input="the-key\n",
+    )
+    assert signed.exit_code == 0 and "svcsignature t" in signed.output
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["sign", "get", "/api/v2/x", "--token-id", "t", "--token-key", "k"], "METHOD 'get'"),
+        (["sign", "GET", "api/v2/x", "--token-id", "t", "--token-key", "k"], "must start with '/'"),
+        (["sign", "GET", "/api/v2/x", "--token-id", "t"], "no token key"),
+    ],
+)
+def test_sign_refuses_what_would_not_match_the_request_sent(args: list[str], expected: str) -> None:
+    result = CliRunner().invoke(main, args, env={"GRAPHSVC_TOKEN_KEY": ""})
+    assert expected in one_error_line(result)
+
+
+def test_examples_of_a_file_that_is_not_the_demo_output(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    first = CliRunner().invoke(main, ["examples", str(tmp_path / "bad.json")])
+    assert "not JSON" in one_error_line(first)
+    second = one_error_line(CliRunner().invoke(main, ["examples", str(tmp_path / "other.json")]))
+    assert "fields are missing" in second and "KeyError" not in second
+
+
+def test_a_zip_that_is_not_a_zip_says_so(cli: Callable[..., Result], tmp_path: Path) -> None:
+    fake = tmp_path / "collection.zip"
+    fake.write_text('{"data": []}')
+    line = one_error_line(cli("ingest", str(fake)))
+    assert "collection.zip: named .zip but not a zip file" in line

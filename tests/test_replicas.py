@@ -48,7 +48,7 @@ def test_replicas_share_one_limit_and_one_session_store(
     keys = KeyBox(TEST_FERNET_KEY.encode())
 
     async def admin(conn):  # type: ignore[no-untyped-def]
-        await service.create_user(conn, "admin", "Administrator", "pw", False)
+        await service.create_user(conn, "admin", "Administrator", "pw-0123456789", False)
         return await service.create_user_token(conn, keys, "admin")
 
     token = asyncio.run(run_in_transaction(database_url, admin))
@@ -86,7 +86,7 @@ def test_replicas_share_one_limit_and_one_session_store(
 
         login = client.post(
             f"{replicas[0]}/api/v2/login",
-            json={"login_method": "secret", "username": "admin", "secret": "pw"},
+            json={"login_method": "secret", "username": "admin", "secret": "pw-0123456789"},
         )
         assert login.status_code == 200
         bearer = {"Authorization": f"Bearer {login.json()['data']['session_token']}"}

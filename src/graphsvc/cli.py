@@ -65,6 +65,14 @@ def run_in_transaction(
     raise AssertionError("unreachable")
 
 
+def read_stdin_secret(option: str) -> str:
+    """The first line of standard input, for options that must stay off the command line."""
+    secret = sys.stdin.readline().rstrip("\r\n")
+    if not secret:
+        fail(f"{option}: standard input gave no secret (pipe it in, one line)")
+    return secret
+
+
 def emit(as_json: bool, data: Any, text: str) -> None:
     click.echo(msgspec.json.encode(data).decode() if as_json else text)
 
@@ -173,7 +181,7 @@ class IngestProgress:
             if sys.stderr.isatty()
             else None
         )
-        self.last_line = 0.0
+        self.last_line = time.monotonic()  # the first line comes after five seconds
 
     def __call__(self, source: Source) -> Progress:
         if self.bar is None:
@@ -297,11 +305,26 @@ def user() -> None:
 @click.option(
     "--role", required=True, help="Read-Only, Upload-Only, User, Power User or Administrator"
 )
-@click.option("--secret", default=None, help="Password for POST /api/v2/login.")
+@click.option(
+    "--secret-stdin",
+    is_flag=True,
+    help="Read the password for POST /api/v2/login from the first line of standard input.",
+)
+@click.option(
+    "--secret",
+    envvar="GRAPHSVC_USER_SECRET",
+    default=None,
+    help="The password itself (better: GRAPHSVC_USER_SECRET or --secret-stdin, which stay "
+    "out of shell history and ps).",
+)
 @click.option("--disabled", is_flag=True)
 @click.option("--json", "as_json", is_flag=True)
-def user_create(name: str, role: str, secret: str | None, disabled: bool, as_json: bool) -> None:
+def user_create(
+    name: str, role: str, secret_stdin: bool, secret: str | None, disabled: bool, as_json: bool
+) -> None:
     """Create a user with a role."""
+    if secret_stdin:
+        secret = read_stdin_secret("--secret-stdin")
     user_id = run_in_transaction(
         load_settings(), lambda conn: service.create_user(conn, name, role, secret, disabled)
     )
@@ -430,8 +453,10 @@ def examples(demo_json: Any, base_url: str) -> None:
             "username": demo["admin_username"],
             "secret": demo["admin_secret"],
         }
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        fail(f"{demo_json.name}: not the output of `graphsvc demo --json` ({exc!r})")
+    except ValueError:
+        fail(f"{demo_json.name}: not JSON; pass the output of `graphsvc demo --json`")
+    except (KeyError, IndexError, TypeError):
+        fail(f"{demo_json.name}: not the output of `graphsvc demo --json` (fields are missing)")
     base = base_url.rstrip("/")
     lines = ["# Signed requests (API token):"]
     for uri in uris:
@@ -445,24 +470,51 @@ def examples(demo_json: Any, base_url: str) -> None:
         "",
         "# JWT: log in once, then send it as a Bearer token:",
         f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
-        '| python3 -c \'import json,sys; print(json.load(sys.stdin)["data"]'
-        '["session_token"])\')',
+        "| python3 -c 'import json,sys; r=json.load(sys.stdin); "
+        'print(r["data"]["session_token"]) if "data" in r else '
+        'sys.exit("login failed: " + r["errors"][0]["message"])\')',
     ]
     lines += [f"curl -s -H \"Authorization: Bearer $JWT\" '{base}{uri}'" for uri in uris]
     click.echo("\n".join(lines))
+
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 @main.command()
 @click.argument("method")
 @click.argument("uri")
 @click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
-@click.option("--token-key", envvar="GRAPHSVC_TOKEN_KEY", required=True)
+@click.option("--token-key-stdin", is_flag=True, help="Read the token key from standard input.")
+@click.option(
+    "--token-key",
+    envvar="GRAPHSVC_TOKEN_KEY",
+    default=None,
+    help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
+)
 @click.option("--body", type=click.File("rb"), default=None, help="File holding the body.")
 @click.option("--curl", "as_curl", is_flag=True, help="Print curl -H options.")
-def sign(method: str, uri: str, token_id: str, token_key: str, body: Any, as_curl: bool) -> None:
+def sign(
+    method: str,
+    uri: str,
+    token_id: str,
+    token_key_stdin: bool,
+    token_key: str | None,
+    body: Any,
+    as_curl: bool,
+) -> None:
     """Print the three headers of a signed request for METHOD and URI (path?query)."""
+    if method not in HTTP_METHODS:
+        fail(f"METHOD {method!r} must be one of {', '.join(HTTP_METHODS)}, as it is sent")
+    if not uri.startswith("/"):
+        fail(f"URI {uri!r} must start with '/': the path (and ?query) as it is sent")
+    if token_key_stdin:
+        token_key = read_stdin_secret("--token-key-stdin")
+    if not token_key:
+        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
+    assert token_key is not None
     date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    signature = sign_request(token_key, method.upper(), uri, date, body.read() if body else b"")
+    signature = sign_request(token_key, method, uri, date, body.read() if body else b"")
     headers = {
         "Authorization": f"svcsignature {token_id}",
         "RequestDate": date,

@@ -103,6 +103,8 @@ def expand(paths: list[Path]) -> list[Source]:
             raise IngestError(str(path), "no such file or folder")
         elif is_zip(path):
             sources += zip_sources(path)
+        elif path.suffix.lower() == ".zip":
+            raise IngestError(str(path), "named .zip but not a zip file (no zip signature)")
         else:
             sources.append(Source(str(path), path.stat().st_size, path))
     return sources
