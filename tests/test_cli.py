@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -440,3 +442,35 @@ def test_a_zip_that_is_not_a_zip_says_so(cli: Callable[..., Result], tmp_path: P
     fake.write_text('{"data": []}')
     line = one_error_line(cli("ingest", str(fake)))
     assert "collection.zip: named .zip but not a zip file" in line
+
+
+def test_files_holding_secrets_are_private_under_an_ordinary_umask(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    environment = {"GRAPHSVC_DATA_DIR": str(data)}  # the default store, in the data dir
+    previous = os.umask(0o022)
+    try:
+        result = CliRunner().invoke(main, ["demo", "--json"], env=environment)
+        assert result.exit_code == 0, result.output
+        made = CliRunner().invoke(main, ["user", "create", "u", "--role", "User"], env=environment)
+        assert made.exit_code == 0, made.output
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    files = [p for p in data.iterdir() if p.is_file()]
+    names = {p.name for p in files}
+    assert {"graphsvc.sqlite3", "token-encryption.key"} <= names
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    # While the store is open, SQLite's -wal and -shm files take the store file's mode.
+    previous = os.umask(0o022)
+    try:
+        conn = sqlite3.connect(data / "graphsvc.sqlite3")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE probe (x)")
+        conn.commit()
+        side_files = [data / "graphsvc.sqlite3-wal", data / "graphsvc.sqlite3-shm"]
+        modes = [stat.S_IMODE(p.stat().st_mode) for p in side_files]
+        conn.close()
+    finally:
+        os.umask(previous)
+    assert modes == [0o600, 0o600]

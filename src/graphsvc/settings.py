@@ -143,7 +143,7 @@ class Settings(BaseSettings):
 
 def read_or_create_secret(path: Path, fresh: str) -> bytes:
     """Keep a generated secret in a 0600 file so restarts keep sessions and tokens valid."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

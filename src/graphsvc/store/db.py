@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sqlite3
 import time
@@ -172,6 +173,15 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
+def create_private_file(path: Path) -> None:
+    """Create a SQLite store's file (and its folder) readable by this user only, whatever the
+    umask: it holds the graph and the password hashes. SQLite gives its -wal and -shm files
+    the store file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def parse_sqlite_time(raw: bytes) -> datetime:
     return datetime.fromisoformat(raw.decode()).replace(tzinfo=UTC)
 
@@ -293,7 +303,7 @@ class SQLiteDatabase:
         # Declared column types as alembic writes them on SQLite; registering is idempotent.
         sqlite3.register_converter("DATETIME", parse_sqlite_time)
         sqlite3.register_converter("BOOLEAN", lambda raw: raw != b"0")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private_file(self.path)
         self.executor = ThreadPoolExecutor(self.pool_size, thread_name_prefix="sqlite")
         self.idle = asyncio.Queue()
         for _ in range(self.pool_size):

@@ -7,7 +7,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from graphsvc.store.db import sqlalchemy_url
+from graphsvc.store.db import create_private_file, sqlalchemy_url
 
 
 def alembic_config(database_url: str) -> Config:
@@ -20,5 +20,5 @@ def alembic_config(database_url: str) -> Config:
 def upgrade_schema(database_url: str) -> None:
     """Must be called outside a running event loop: alembic drives asyncpg with asyncio.run."""
     if database_url.startswith("sqlite:///"):
-        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        create_private_file(Path(database_url.removeprefix("sqlite:///")))
     command.upgrade(alembic_config(database_url), "head")
