@@ -59,7 +59,7 @@ def test_signature_without_the_query_is_rejected_by_default(env: Env) -> None:
 
 
 def test_path_only_signatures_when_the_compatibility_setting_is_on(make_env) -> None:  # type: ignore[no-untyped-def]
-    env = make_env(accept_path_only_signatures=True)
+    env = make_env(sdk_compatibility=True)
     env.create_admin()
     headers = env.signed_headers("GET", AGG.split("?")[0])
     assert env.request("GET", AGG, headers).status_code == 200

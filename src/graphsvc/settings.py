@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
@@ -55,8 +55,15 @@ class Settings(BaseSettings):
     token_cache_seconds: float = Field(1.0, ge=0)
     """Seconds a process may reuse a token's stored record; revoking takes this long at most."""
 
-    accept_path_only_signatures: bool = False
-    """Weaker, for old SDKs: also accept signatures computed over the path without its query."""
+    sdk_compatibility: bool = Field(
+        False,
+        validation_alias=AliasChoices(
+            "sdk_compatibility",
+            "GRAPHSVC_SDK_COMPATIBILITY",
+            "GRAPHSVC_ACCEPT_PATH_ONLY_SIGNATURES",  # its name before 0.2
+        ),
+    )
+    """Weaker, for the reference SDK: path-only signatures, and a bare `Prefer: 0` as none."""
 
     accept_local_time_signatures: bool = False
     """Weaker, for the reference SDK: accept a RequestDate in any offset, not only UTC."""
@@ -163,7 +170,9 @@ def describe_settings_error(error: ValidationError) -> str:
     parts = []
     for problem in error.errors():
         name = str(problem["loc"][0]) if problem["loc"] else ""
-        variable = f"GRAPHSVC_{name.upper()}"
+        variable = (
+            name.upper() if name.upper().startswith("GRAPHSVC_") else f"GRAPHSVC_{name.upper()}"
+        )
         shown = "(hidden)" if name in SECRET_SETTINGS else repr(problem.get("input"))
         if name == "database_url" and isinstance(problem.get("input"), str):
             shown = repr(redact_url(problem["input"]))

@@ -46,6 +46,7 @@ from graphsvc.store.db import DATABASE_ERRORS, Database, create_database
 
 log = logging.getLogger("graphsvc")
 PREFER = re.compile(r"wait=(-1|[0-9]{1,18})")  # bounded: int() of thousands of digits fails
+BARE_NUMBER = re.compile(r"-?[0-9]{1,18}")
 
 
 class App:
@@ -193,7 +194,7 @@ class App:
                     ) from None
             await self.touch_token(identity)
             headers = {}
-            if prefer is not None:
+            if prefer is not None and prefer.strip().startswith("wait="):
                 headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
             return json_response(body, headers=headers)
 
@@ -212,6 +213,10 @@ def create_app(settings: Settings, database: Database | None = None) -> App:
 def parse_prefer(header: str | None, settings: Settings) -> int | None:
     """Seconds the request may take; None means no limit (wait=-1, when allowed)."""
     if header is None:
+        return settings.default_wait_seconds
+    if settings.sdk_compatibility and BARE_NUMBER.fullmatch(header.strip()):
+        # The reference SDK sends `Prefer: 0` on every call; older reference servers took a
+        # bare number as no preference.
         return settings.default_wait_seconds
     match = PREFER.fullmatch(header.strip())
     if match is None:

@@ -113,7 +113,7 @@ class Authenticator:
         valid = signatures_match(
             sign_request(key, request.method, full_uri, raw_date.strip(), body), sent.strip()
         )
-        if not valid and self.settings.accept_path_only_signatures and full_uri != path_only:
+        if not valid and self.settings.sdk_compatibility and full_uri != path_only:
             valid = signatures_match(
                 sign_request(key, request.method, path_only, raw_date.strip(), body), sent.strip()
             )
