@@ -269,3 +269,13 @@ def test_redis_outage_falls_back_and_recovers(
         assert env.get(AGG).status_code == 200
     assert private_redis.keys(), "counting returned to Redis"
     assert any("reachable again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_redis_that_does_not_answer_is_reported_at_start(
+    make_env: EnvFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    silent = f"redis://127.0.0.1:{free_port()}/0"
+    with caplog.at_level(logging.WARNING, logger="graphsvc"):
+        env = limited_env(make_env, rate_limit_per_second=50, redis_url=silent)
+    assert any("does not answer" in r.getMessage() for r in caplog.records)
+    assert env.get(AGG).status_code == 200  # it serves, limiting per process

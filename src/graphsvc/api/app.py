@@ -42,7 +42,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
-from graphsvc.store.db import DATABASE_ERRORS, Database, create_database
+from graphsvc.store.db import DATABASE_ERRORS, Database, create_database, redact_url
 
 log = logging.getLogger("graphsvc")
 PREFER = re.compile(r"wait=(-1|[0-9]{1,18})")  # bounded: int() of thousands of digits fails
@@ -147,6 +147,7 @@ class App:
                     await self.db.open()
                     async with self.db.reading() as conn:
                         await self.auth.load(conn)
+                    await self.warn_if_redis_is_silent()
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -156,6 +157,14 @@ class App:
                 await self.db.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def warn_if_redis_is_silent(self) -> None:
+        if self.limiter is not None and not await self.limiter.redis_answers():
+            log.warning(
+                "Redis at %s does not answer: rate limits and the login throttle count per "
+                "process until it does",
+                redact_url(self.settings.redis_url or ""),
+            )
 
     # --- the request path of an operation ----------------------------------------------------
 

@@ -9,6 +9,7 @@ the same windows in its own memory (`MemoryWindows`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -115,6 +116,16 @@ class RateLimiter:
             )
             self.redis = MovingWindowRateLimiter(storage)
         self.redis_failed_at: float | None = None
+
+    async def redis_answers(self) -> bool:
+        """Whether the configured Redis answers now (True when none is configured)."""
+        if self.redis is None:
+            return True
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
+                return bool(await self.redis.storage.check())
+        except (TimeoutError, StorageError, OSError):
+            return False
 
     def redis_usable(self) -> bool:
         failed = self.redis_failed_at
