@@ -1,21 +1,51 @@
 #!/usr/bin/env bash
-# One command from a fresh clone: install graphsvc into .venv, load the demo dataset into the
-# embedded SQLite store (once), print ready-to-run curl commands, and serve on port 8000.
+# One command from a fresh clone: install graphsvc into .venv, make sure the store exists and
+# holds the demo dataset, start the server, and once it answers print a ready-to-run curl
+# command for every operation, with credentials that work on the store being served.
+#   ./scripts/quickstart.sh                       SQLite under ./data
+#   GRAPHSVC_DATABASE_URL=postgresql://... ./scripts/quickstart.sh
+#   PORT=8001 ./scripts/quickstart.sh             another port
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export GRAPHSVC_DATA_DIR="${GRAPHSVC_DATA_DIR:-$PWD/data}"
 port="${PORT:-8000}"
+base="http://127.0.0.1:$port"
 
-[ -x .venv/bin/graphsvc ] || { python3 -m venv .venv && .venv/bin/pip install -q -e .; }
-mkdir -p "$GRAPHSVC_DATA_DIR"
-demo="$GRAPHSVC_DATA_DIR/demo.json"
-if [ ! -s "$demo" ]; then
-  # The demo output holds the admin secret and token key: keep it private.
-  (umask 077 && .venv/bin/graphsvc demo --json > "$demo.tmp") && mv "$demo.tmp" "$demo"
+if ! python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' \
+    "$port" 2>/dev/null; then
+  echo "quickstart: port $port is in use; choose another: PORT=8001 $0" >&2
+  exit 1
 fi
-.venv/bin/graphsvc examples "$demo" --base-url "http://127.0.0.1:$port"
+
+if [ ! -x .venv/bin/graphsvc ]; then
+  echo "quickstart: installing graphsvc into .venv (once)..." >&2
+  python3 -m venv .venv && .venv/bin/pip install -q -e .
+fi
+
+# Creates the PostgreSQL database when the role may (else says how), and migrates.
+.venv/bin/graphsvc db upgrade >&2
+# The demo's credentials, for this store: loaded now, or renewed if it was loaded before.
+# The file holds the admin secret and token key: private.
+demo="$GRAPHSVC_DATA_DIR/demo.json"
+mkdir -p "$GRAPHSVC_DATA_DIR"
+(umask 077 && .venv/bin/graphsvc demo --json > "$demo.tmp") && mv "$demo.tmp" "$demo"
+
+.venv/bin/graphsvc serve --host 127.0.0.1 --port "$port" &
+server=$!
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
+for _ in $(seq 1 200); do
+  if .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
+      "$base/health" 2>/dev/null; then
+    break
+  fi
+  kill -0 "$server" 2>/dev/null || { echo "quickstart: the server did not start" >&2; exit 1; }
+  sleep 0.1
+done
+
+.venv/bin/graphsvc examples "$demo" --base-url "$base"
 echo
-echo "# Serving on http://127.0.0.1:$port (Ctrl-C stops). Fresh signed examples:"
-echo "#   .venv/bin/graphsvc examples $demo"
-exec .venv/bin/graphsvc serve --host 127.0.0.1 --port "$port"
+echo "# Serving on $base (Ctrl-C stops). Fresh signed examples, from a second terminal:"
+echo "#   .venv/bin/graphsvc examples $demo --base-url $base"
+wait "$server"

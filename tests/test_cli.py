@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import stat
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,15 @@ from click.testing import CliRunner, Result
 
 from graphsvc.cli import main
 from graphsvc.store import db, graph
-from tests.conftest import FIXTURES, TEST_FERNET_KEY, Env
+from tests.conftest import (
+    FIXTURES,
+    POSTGRES_URL,
+    TEST_FERNET_KEY,
+    Env,
+    admin_sql,
+    postgres_reachable,
+    with_database,
+)
 
 JWT_SECRET = "test-jwt-signing-key-of-sufficient-length-0123456789"
 
@@ -474,3 +484,27 @@ def test_files_holding_secrets_are_private_under_an_ordinary_umask(tmp_path: Pat
     finally:
         os.umask(previous)
     assert modes == [0o600, 0o600]
+
+
+def test_a_missing_postgresql_database_is_created_or_its_command_named(tmp_path: Path) -> None:
+    if postgres_reachable() is not None:
+        pytest.skip("PostgreSQL is not reachable")
+    name = f"graphsvc_new_{uuid.uuid4().hex[:10]}"
+    role = f"graphsvc_weak_{uuid.uuid4().hex[:6]}"
+    asyncio.run(admin_sql(f"CREATE ROLE {role} LOGIN NOCREATEDB"))
+    try:
+        base = {"GRAPHSVC_DATA_DIR": str(tmp_path / "data")}
+        weak_url = with_database(POSTGRES_URL, name).replace("postgres@", f"{role}@", 1)
+        refused = CliRunner().invoke(
+            main, ["db", "upgrade"], env={**base, "GRAPHSVC_DATABASE_URL": weak_url}
+        )
+        line = one_error_line(refused)
+        assert f"createdb -h 127.0.0.1 -p 5432 -U postgres -O {role} {name}" in line
+        made = CliRunner().invoke(
+            main,
+            ["db", "upgrade"],
+            env={**base, "GRAPHSVC_DATABASE_URL": with_database(POSTGRES_URL, name)},
+        )
+        assert made.exit_code == 0 and "created the database" in made.stderr
+    finally:
+        asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"DROP ROLE {role}"))

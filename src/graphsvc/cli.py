@@ -42,11 +42,19 @@ def load_settings() -> Settings:
 
 
 def migrate(settings: Settings) -> None:
+    """Create the PostgreSQL database if it is missing (and may be), then bring the schema to
+    the newest version."""
     url = settings.resolved_database_url()
+    shown = database.redact_url(url)
     try:
+        if asyncio.run(database.create_missing_database(url)):
+            click.echo(f"created the database {shown}", err=True)
         upgrade_schema(url)
+    except database.MissingDatabase as exc:
+        fail(str(exc))
     except Exception as exc:
-        fail(f"cannot migrate the database at {database.redact_url(url)}: {exc}")
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"cannot migrate the database at {shown}: {reason}")
 
 
 def run_in_transaction(
@@ -145,15 +153,19 @@ def upgrade() -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def demo(as_json: bool) -> None:
-    """Fill an empty store with a demo dataset and an Administrator API token."""
-    from graphsvc.demo.dataset import create_demo
+    """Load the demo dataset into an empty store with an Administrator and an API token; on a
+    store that holds it already, print new credentials for it (the secret is set anew)."""
+    from graphsvc.demo.dataset import open_demo
 
     settings = load_settings()
     secret = secrets.token_urlsafe(12)
-    result = run_in_transaction(settings, lambda conn: create_demo(conn, keys_of(settings), secret))
+    result, loaded = run_in_transaction(
+        settings, lambda conn: open_demo(conn, keys_of(settings), secret)
+    )
+    where = database.redact_url(settings.resolved_database_url())
     text = "\n".join(
         [
-            f"demo data loaded into {database.redact_url(settings.resolved_database_url())}",
+            f"demo data loaded into {where}" if loaded else f"demo data found in {where}",
             f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
             f"(run {result.run_id})",
             f"  Azure tenants: {', '.join(result.tenant_ids)}",
@@ -164,7 +176,7 @@ def demo(as_json: bool) -> None:
             f"  clients: {', '.join(result.client_ids)}",
             f"  Administrator login: {result.admin_username} / {result.admin_secret}",
             f"  API token id:  {result.token_id}",
-            f"  API token key: {result.token_key}   (shown once; keep it)",
+            f"  API token key: {result.token_key}   (kept encrypted; run `demo` again to see it)",
         ]
     )
     emit(as_json, result, text)

@@ -173,14 +173,24 @@ async def create_user(
         raise bad_request(f"unknown role {role!r}; roles: {roles}", "role")
     if await accounts.find_user_id(conn, name) is not None:
         raise conflict(f"user {name!r} already exists", "name")
-    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
-        raise bad_request(
-            f"a user's secret needs at least {MIN_SECRET_LENGTH} characters", "secret"
-        )
+    if secret is not None:
+        check_secret(secret)
     user_id = str(uuid.uuid4())
     digest = hash_secret(secret) if secret else None
     await accounts.insert_user(conn, user_id, name, role_id, digest, disabled, datetime.now(UTC))
     return user_id
+
+
+async def set_user_secret(conn: Connection, user_id: str, secret: str) -> None:
+    check_secret(secret)
+    await accounts.set_user_secret(conn, user_id, hash_secret(secret), datetime.now(UTC))
+
+
+def check_secret(secret: str) -> None:
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise bad_request(
+            f"a user's secret needs at least {MIN_SECRET_LENGTH} characters", "secret"
+        )
 
 
 async def create_user_token(

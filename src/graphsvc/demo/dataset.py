@@ -15,7 +15,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.demo.collectors import Domain, Tenant, write_azurehound, write_sharphound
 from graphsvc.errors import ApiError
 from graphsvc.ingest import ingest_files
-from graphsvc.store import clients, extensions, graph
+from graphsvc.store import accounts, clients, extensions, graph, saml
 from graphsvc.store.db import Connection
 
 DOMAIN = "CONTOSO.LOCAL"
@@ -202,10 +202,10 @@ def collection_plan(domains: list[str]) -> clients.CollectionPlan:
 
 async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: datetime) -> list[str]:
     busy, _ = await service.create_client(
-        conn, keys, "COLLECTOR-HQ", "10.20.0.15", "collector-hq.contoso.local", admin_id
+        conn, keys, CLIENTS[0], "10.20.0.15", "collector-hq.contoso.local", admin_id
     )
     idle, _ = await service.create_client(
-        conn, keys, "COLLECTOR-BRANCH", "10.30.0.8", "collector-branch.contoso.local", admin_id
+        conn, keys, CLIENTS[1], "10.30.0.8", "collector-branch.contoso.local", admin_id
     )
     await clients.set_client_checkin(
         conn,
@@ -259,6 +259,76 @@ async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: dat
     return [busy, idle]
 
 
+DEMO_TOKEN_NAME = "demo admin token"  # noqa: S105 - a label, not a secret
+SAML_PROVIDERS = ("okta", "entra")
+CLIENTS = ("COLLECTOR-HQ", "COLLECTOR-BRANCH")
+
+
+async def open_demo(conn: Connection, keys: KeyBox, secret: str) -> tuple[DemoResult, bool]:
+    """The demo in this store, with credentials that work on it: loaded into an empty store,
+    or, where it was loaded before, its administrator's secret set anew (secrets are kept
+    only as hashes) and its token reused. The flag says whether it was loaded now."""
+    if await graph.store_is_empty(conn):
+        return await create_demo(conn, keys, secret), True
+    admin = await accounts.find_user_login(conn, "admin")
+    saml_ids = await saml.find_provider_ids(conn, SAML_PROVIDERS)
+    client_ids = await clients.find_client_ids(conn, CLIENTS)
+    if admin is None or len(saml_ids) < len(SAML_PROVIDERS) or len(client_ids) < len(CLIENTS):
+        raise ApiError(
+            409,
+            "the store holds data that is not the demo: the demo loads into an empty store "
+            "(point GRAPHSVC_DATA_DIR or GRAPHSVC_DATABASE_URL elsewhere)",
+            "demo",
+        )
+    await service.set_user_secret(conn, admin.id, secret)
+    token_id = await accounts.find_user_token_id(conn, admin.id, DEMO_TOKEN_NAME)
+    credentials = (
+        None if token_id is None else await accounts.find_token_credentials(conn, token_id)
+    )
+    if token_id is None or credentials is None:
+        token = await service.create_token(conn, keys, user_id=admin.id, name=DEMO_TOKEN_NAME)
+        token_id, token_key = token.id, token.key
+    else:
+        token_key = keys.open(credentials.key_ciphertext)
+    nodes, edges = await graph.count_graph(conn)
+    return demo_result(
+        run_id=await graph.find_newest_run_id(conn) or "",
+        secret=secret,
+        token_id=token_id,
+        token_key=token_key,
+        saml_provider_ids=[saml_ids[name] for name in SAML_PROVIDERS],
+        client_ids=[client_ids[name] for name in CLIENTS],
+        registered=await extensions.list_extensions(conn),
+        counts={"nodes": nodes, "edges": edges},
+    ), False
+
+
+def demo_result(
+    run_id: str,
+    secret: str,
+    token_id: str,
+    token_key: str,
+    saml_provider_ids: list[int],
+    client_ids: list[str],
+    registered: list[extensions.Extension],
+    counts: dict[str, int],
+) -> DemoResult:
+    return DemoResult(
+        run_id=run_id,
+        admin_username="admin",
+        admin_secret=secret,
+        token_id=token_id,
+        token_key=token_key,
+        tenant_ids=list(TENANTS),
+        computer_object_ids=[sid(r) for r in (1300, 1301, 1302, 1303, 1304, 1000)],
+        environment_kind_ids=[env.kind_id for x in registered for env in x.environments],
+        extension_ids=[x.id for x in registered],
+        saml_provider_ids=saml_provider_ids,
+        client_ids=client_ids,
+        counts=counts,
+    )
+
+
 async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult:
     if not await graph.store_is_empty(conn):
         raise ApiError(
@@ -283,11 +353,11 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
     nodes, edges = await graph.count_graph(conn)
 
     admin_id = await service.create_user(conn, "admin", "Administrator", secret, False)
-    token = await service.create_token(conn, keys, user_id=admin_id, name="demo admin token")
+    token = await service.create_token(conn, keys, user_id=admin_id, name=DEMO_TOKEN_NAME)
     saml_ids = [
         await service.create_saml_provider(
             conn,
-            "okta",
+            SAML_PROVIDERS[0],
             "Okta Workforce",
             "http://www.okta.com/exk1demo0000000000",
             "https://contoso.okta.com/app/graphsvc/exk1demo0000000000/sso/saml",
@@ -295,7 +365,7 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
         ),
         await service.create_saml_provider(
             conn,
-            "entra",
+            SAML_PROVIDERS[1],
             "Microsoft Entra ID",
             "https://sts.windows.net/6f1c2a3b-9d4e-4f5a-8b6c-7d8e9fa0b1c2/",
             "https://login.microsoftonline.com/6f1c2a3b-9d4e-4f5a-8b6c-7d8e9fa0b1c2/saml2",
@@ -306,18 +376,13 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
         ),
     ]
     client_ids = await create_clients(conn, keys, admin_id, now)
-    registered = await extensions.list_extensions(conn)
-    return DemoResult(
+    return demo_result(
         run_id=run_id,
-        admin_username="admin",
-        admin_secret=secret,
+        secret=secret,
         token_id=token.id,
         token_key=token.key,
-        tenant_ids=list(TENANTS),
-        computer_object_ids=[sid(r) for r in (1300, 1301, 1302, 1303, 1304, 1000)],
-        environment_kind_ids=[env.kind_id for x in registered for env in x.environments],
-        extension_ids=[x.id for x in registered],
         saml_provider_ids=saml_ids,
         client_ids=client_ids,
+        registered=await extensions.list_extensions(conn),
         counts={"nodes": nodes, "edges": edges},
     )

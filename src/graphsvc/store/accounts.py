@@ -159,3 +159,25 @@ async def find_session_principal(
 
 async def delete_session(conn: Connection, session_id: str) -> None:
     await conn.execute("DELETE FROM user_sessions WHERE id = $1", session_id)
+
+
+async def set_user_secret(
+    conn: Connection, user_id: str, secret_digest: str, now: datetime
+) -> None:
+    await conn.execute(
+        "UPDATE users SET secret_digest = $2, updated_at = $3 WHERE id = $1",
+        user_id,
+        secret_digest,
+        now,
+    )
+
+
+async def find_user_token_id(conn: Connection, user_id: str, name: str) -> str | None:
+    """The user's live token of this name (the newest, if several)."""
+    found = await conn.fetchval(
+        """SELECT id FROM auth_tokens WHERE user_id = $1 AND name = $2 AND deleted_at IS NULL
+        ORDER BY created_at DESC LIMIT 1""",
+        user_id,
+        name,
+    )
+    return None if found is None else str(found)

@@ -9,9 +9,7 @@ from datetime import datetime
 import msgspec
 
 from graphsvc import wire
-from graphsvc.store.db import (
-    Connection,
-)
+from graphsvc.store.db import Connection, in_list, list_param
 
 COLLECTION_FLAGS = (
     "session_collection",
@@ -343,3 +341,13 @@ async def set_client_work(
         completed_jobs,
         completed_tasks,
     )
+
+
+async def find_client_ids(conn: Connection, names: Sequence[str]) -> dict[str, str]:
+    """The ids of the live clients among these names."""
+    rows = await conn.fetch(
+        f"""SELECT name, id FROM clients
+        WHERE {in_list(conn.dialect, "name", "$1")} AND deleted_at IS NULL""",
+        list_param(conn.dialect, names),
+    )
+    return {name: client_id for name, client_id in rows}

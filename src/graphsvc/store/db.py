@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -97,6 +98,42 @@ def describe_database_error(exc: BaseException) -> str:
             f"{SQLITE_BUSY_TIMEOUT_MS // 1000} s; run this again once it has finished"
         )
     return f"database error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+class MissingDatabase(Exception):
+    """The PostgreSQL database does not exist and this role may not create it."""
+
+
+async def create_missing_database(url: str) -> bool:
+    """Create the PostgreSQL database a URL names if it does not exist yet, when this role
+    may (CREATEDB); True when it was created. SQLite files are created on first use."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return False
+    dsn = asyncpg_dsn(url)
+    try:
+        conn = await asyncpg.connect(dsn, timeout=10)
+    except asyncpg.InvalidCatalogNameError:
+        pass
+    else:
+        await conn.close()
+        return False
+    parts = urlsplit(dsn)
+    name = parts.path.lstrip("/")
+    maintenance = urlunsplit(parts._replace(path="/postgres"))
+    conn = await asyncpg.connect(maintenance, timeout=10)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name.replace(chr(34), chr(34) * 2)}"')
+    except asyncpg.InsufficientPrivilegeError:
+        user = parts.username or "(your user)"
+        host = f"-h {parts.hostname} " if parts.hostname else ""
+        port = f"-p {parts.port} " if parts.port else ""
+        raise MissingDatabase(
+            f"database {name!r} does not exist and the role {user!r} may not create it; "
+            f"create it as a role that may: createdb {host}{port}-U postgres -O {user} {name}"
+        ) from None
+    finally:
+        await conn.close()
+    return True
 
 
 def asyncpg_dsn(url: str) -> str:

@@ -290,3 +290,8 @@ async def store_is_empty(conn: Connection) -> bool:
         UNION ALL SELECT 1 FROM saml_providers LIMIT 1"""
     )
     return found is None
+
+
+async def find_newest_run_id(conn: Connection) -> str | None:
+    found = await conn.fetchval("SELECT id FROM ingest_runs ORDER BY created_at DESC LIMIT 1")
+    return None if found is None else str(found)

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import (
-    Connection,
-)
+from graphsvc.store.db import Connection, in_list, list_param
 
 
 @dataclass
@@ -74,3 +72,13 @@ async def insert_saml_provider(
 
 async def saml_provider_name_taken(conn: Connection, name: str) -> bool:
     return await conn.fetchval("SELECT 1 FROM saml_providers WHERE name = $1", name) is not None
+
+
+async def find_provider_ids(conn: Connection, names: Sequence[str]) -> dict[str, int]:
+    """The ids of the live providers among these names."""
+    rows = await conn.fetch(
+        f"""SELECT name, id FROM saml_providers
+        WHERE {in_list(conn.dialect, "name", "$1")} AND deleted_at IS NULL""",
+        list_param(conn.dialect, names),
+    )
+    return {name: provider_id for name, provider_id in rows}

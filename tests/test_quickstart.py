@@ -1,0 +1,116 @@
+"""The README's quickstart, played as a new user would in a fresh folder: on SQLite (twice,
+the second time on the store it made) and on a PostgreSQL database that does not exist yet,
+every command it prints is pasted into a shell and answers with success; a busy port is
+refused before anything is printed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import POSTGRES_URL, admin_sql, free_port, postgres_reachable, with_database
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def fresh_clone(folder: Path) -> Path:
+    """The quickstart as a clone has it, with the tests' environment as its .venv (so it does
+    not install again)."""
+    (folder / "scripts").mkdir(parents=True)
+    shutil.copy(REPOSITORY / "scripts" / "quickstart.sh", folder / "scripts")
+    (folder / ".venv").symlink_to(Path(sys.prefix))
+    return folder
+
+
+def play_quickstart(folder: Path, environment: dict[str, str]) -> list[str]:
+    """Run the quickstart until it says it serves; paste every printed command into one shell;
+    return each command's output."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["bash", "scripts/quickstart.sh"],
+        cwd=folder,
+        env={**os.environ, "PORT": str(port), **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    printed = []
+    try:
+        deadline = time.monotonic() + 180
+        for line in process.stdout:
+            printed.append(line.rstrip("\n"))
+            if line.startswith("# Serving on") or time.monotonic() > deadline:
+                break
+        assert printed and printed[-1].startswith("# Serving on"), printed
+        commands = [line for line in printed if line.startswith(("curl ", "JWT="))]
+        script = "\n".join(
+            command if command.startswith("JWT=") else f"echo @@; {command}" for command in commands
+        )
+        pasted = subprocess.run(
+            ["bash", "-c", script], capture_output=True, text=True, timeout=60, check=True
+        )
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+    outputs = pasted.stdout.split("@@\n")[1:]
+    assert len(outputs) == len([c for c in commands if c.startswith("curl ")]) == 10
+    return outputs
+
+
+def assert_all_succeeded(outputs: list[str]) -> None:
+    for output in outputs:
+        body = json.loads(output)
+        assert "http_status" not in body, body  # the error body; success bodies have none
+        assert "data" in body or "count" in body
+
+
+def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
+    folder = fresh_clone(tmp_path / "clone")
+    assert_all_succeeded(play_quickstart(folder, {}))
+    # Again on the store it made: the demo is found there, with new credentials.
+    assert_all_succeeded(play_quickstart(folder, {}))
+
+
+def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:
+    problem = postgres_reachable()
+    if problem is not None:
+        pytest.skip(f"PostgreSQL is not reachable: {problem}")
+    name = f"graphsvc_qs_{uuid.uuid4().hex[:10]}"
+    url = with_database(POSTGRES_URL, name)
+    folder = fresh_clone(tmp_path / "clone")
+    try:
+        outputs = play_quickstart(folder, {"GRAPHSVC_DATABASE_URL": url})
+    finally:
+        asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    assert_all_succeeded(outputs)
+
+
+def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path: Path) -> None:
+    folder = fresh_clone(tmp_path / "clone")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            ["bash", "scripts/quickstart.sh"],
+            cwd=folder,
+            env={**os.environ, "PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"port {port} is in use" in result.stderr and "PORT=" in result.stderr
