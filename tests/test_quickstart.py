@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,9 +34,18 @@ def fresh_clone(folder: Path) -> Path:
     return folder
 
 
-def play_quickstart(folder: Path, environment: dict[str, str]) -> list[str]:
-    """Run the quickstart until it says it serves; paste every printed command into one shell;
-    return each command's output."""
+def readme_commands(title: str) -> list[str]:
+    """The shell blocks of one README section, as written."""
+    readme = (REPOSITORY / "README.md").read_text()
+    section = readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+
+
+def play_quickstart(
+    folder: Path, environment: dict[str, str], while_serving: str = ""
+) -> tuple[list[str], str]:
+    """Run the quickstart until it says it serves; paste every printed command into one shell,
+    then run `while_serving` there; return each printed command's output, and the latter's."""
     port = free_port()
     process = subprocess.Popen(
         ["bash", "scripts/quickstart.sh"],
@@ -62,12 +72,21 @@ def play_quickstart(folder: Path, environment: dict[str, str]) -> list[str]:
         pasted = subprocess.run(
             ["bash", "-c", script], capture_output=True, text=True, timeout=60, check=True
         )
+        extra = subprocess.run(
+            ["bash", "-c", "set -e\n" + while_serving.replace(":8000", f":{port}")],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert extra.returncode == 0, extra.stderr
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
     outputs = pasted.stdout.split("@@\n")[1:]
     assert len(outputs) == len([c for c in commands if c.startswith("curl ")]) == 10
-    return outputs
+    return outputs, extra.stdout
 
 
 def assert_all_succeeded(outputs: list[str]) -> None:
@@ -79,9 +98,28 @@ def assert_all_succeeded(outputs: list[str]) -> None:
 
 def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     folder = fresh_clone(tmp_path / "clone")
-    assert_all_succeeded(play_quickstart(folder, {}))
+    (folder / "tests").symlink_to(REPOSITORY / "tests")  # the README ingests its fixtures
+    operations = readme_commands("The operations, one example each")
+    printed, examples = play_quickstart(folder, {}, "\n".join(operations))
+    assert_all_succeeded(printed)
+    answers = [json.loads(line) for line in examples.splitlines() if line.strip()]
+    assert len(answers) == 5
+    assert_all_succeeded([json.dumps(a) for a in answers])
+    # The README's loading steps, as written, on the quickstart's store.
+    loading = subprocess.run(
+        ["bash", "-c", "set -e\n" + "\n".join(readme_commands("Load your own data"))],
+        cwd=folder,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GRAPHSVC_")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert loading.returncode == 0, loading.stderr
+    assert "extension" in loading.stdout and "OKTA" in loading.stdout
     # Again on the store it made: the demo is found there, with new credentials.
-    assert_all_succeeded(play_quickstart(folder, {}))
+    printed, _ = play_quickstart(folder, {})
+    assert_all_succeeded(printed)
 
 
 def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:
@@ -92,7 +130,7 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     url = with_database(POSTGRES_URL, name)
     folder = fresh_clone(tmp_path / "clone")
     try:
-        outputs = play_quickstart(folder, {"GRAPHSVC_DATABASE_URL": url})
+        outputs, _ = play_quickstart(folder, {"GRAPHSVC_DATABASE_URL": url})
     finally:
         asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     assert_all_succeeded(outputs)
