@@ -299,6 +299,18 @@ def free_port() -> int:
         return port
 
 
+def server_environment(database_url: str, folder: Path, **settings: str) -> dict[str, str]:
+    """GRAPHSVC_* variables for a process of the test's own: this store, the test's keys, and
+    any settings given by name (header_timeout_seconds="1")."""
+    return {
+        "GRAPHSVC_DATABASE_URL": database_url,
+        "GRAPHSVC_DATA_DIR": str(folder / "data"),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+        "GRAPHSVC_JWT_SECRET": "served-test-jwt-secret-of-enough-length-0123456789",
+        **{f"GRAPHSVC_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
 @contextlib.contextmanager
 def served(environment: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A `graphsvc serve` process of the test's own with these GRAPHSVC_* variables; yields

@@ -69,8 +69,19 @@ def test_demo_json_has_every_identifier(cli: Callable[..., Result]) -> None:
     ):
         assert isinstance(demo[key], list) and demo[key], key
     assert demo["token_id"] and demo["token_key"]
-    again = cli("demo")
-    assert again.exit_code == 1 and "not empty" in again.stderr
+    # Again on the same store: the demo is found, with its token and a new admin secret.
+    again = ok_json(cli("demo", "--json"))
+    assert {k: v for k, v in again.items() if k not in ("admin_secret", "run_id")} == {
+        k: v for k, v in demo.items() if k not in ("admin_secret", "run_id")
+    }
+    assert again["admin_secret"] != demo["admin_secret"]
+
+
+def test_demo_refuses_a_store_with_other_data(cli: Callable[..., Result]) -> None:
+    made = cli("user", "create", "someone", "--role", "User")
+    assert made.exit_code == 0, made.output
+    line = one_error_line(cli("demo"))
+    assert "holds data that is not the demo" in line
 
 
 def test_demo_prints_a_summary(cli: Callable[..., Result]) -> None:

@@ -12,22 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_FERNET_KEY, served
+from tests.conftest import served, server_environment
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 @pytest.fixture
 def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
-    environment = {
-        "GRAPHSVC_DATABASE_URL": database_url,
-        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-        "GRAPHSVC_JWT_SECRET": "http-layer-test-jwt-secret-of-enough-length-0123",
-        "GRAPHSVC_HEADER_TIMEOUT_SECONDS": "1",
-        "GRAPHSVC_BODY_TIMEOUT_SECONDS": "1",
-        "GRAPHSVC_MAX_CONNECTIONS": "40",
-    }
+    environment = server_environment(
+        database_url,
+        tmp_path,
+        header_timeout_seconds="1",
+        body_timeout_seconds="1",
+        max_connections="40",
+    )
     with served(environment) as (base, process):
         host, port = base.removeprefix("http://").split(":")
         yield host, int(port), process.pid

@@ -14,7 +14,7 @@ import pytest
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.survey import MAX_DEPTH, MAX_RECORD_BYTES, MAX_VALUE_BYTES
 from graphsvc.store import graph
-from tests.conftest import FIXTURES, TEST_FERNET_KEY, Env, ingest
+from tests.conftest import FIXTURES, Env, ingest, server_environment
 
 META = '"meta": {"type": "users", "version": 6, "count": 1, "methods": 0}'
 
@@ -80,12 +80,7 @@ def test_a_hostile_file_is_refused_within_bounded_memory(database_url: str, tmp_
     """200 KB nested 100,000 deep grew `graphsvc ingest` past 22 GB before the survey pass;
     now, under a 2 GB address-space cap, it exits 1 with one line and a small peak."""
     path = sharphound_file(tmp_path, "users.json", user('"x": ' + nested(100_000)))
-    environment = {
-        **os.environ,
-        "GRAPHSVC_DATABASE_URL": database_url,
-        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-    }
+    environment = {**os.environ, **server_environment(database_url, tmp_path)}
     cap = 2 << 30
 
     def limit() -> None:

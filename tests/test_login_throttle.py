@@ -15,7 +15,7 @@ import pytest
 
 from graphsvc import service
 from graphsvc.store.db import run_in_transaction
-from tests.conftest import TEST_FERNET_KEY, Env, served
+from tests.conftest import Env, served, server_environment
 
 
 def login(env: Env, username: str, secret: str, address: str = "") -> httpx.Response:
@@ -74,13 +74,7 @@ def test_a_login_flood_leaves_health_near_normal_and_is_answered_429(
         await service.create_user(conn, "admin", "Administrator", "right-secret", False)
 
     asyncio.run(run_in_transaction(database_url, admin))
-    environment = {
-        "GRAPHSVC_DATABASE_URL": database_url,
-        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-        "GRAPHSVC_JWT_SECRET": "flood-test-jwt-secret-of-enough-length-0123456789",
-        "GRAPHSVC_RATE_LIMIT_PER_SECOND": "0",
-    }
+    environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
     with served(environment) as (base, _):
         normal = statistics.median(health_latencies(base, 30))
         statuses: list[int] = []

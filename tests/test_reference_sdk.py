@@ -14,7 +14,7 @@ import pytest
 from graphsvc.crypto import KeyBox
 from graphsvc.demo.dataset import DemoResult, create_demo
 from graphsvc.store.db import run_in_transaction
-from tests.conftest import TEST_FERNET_KEY, served
+from tests.conftest import TEST_FERNET_KEY, served, server_environment
 
 sdk_auth = pytest.importorskip(
     "auth.hmac_authenticated_client", reason="the SDK is a test extra: pip install -e '.[test]'"
@@ -52,12 +52,9 @@ def test_the_reference_sdk_with_its_defaults(
             lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
         )
     )
-    environment = {
-        "GRAPHSVC_DATABASE_URL": database_url,
-        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-        "GRAPHSVC_SDK_COMPATIBILITY": "true" if compatible else "false",
-    }
+    environment = server_environment(
+        database_url, tmp_path, sdk_compatibility="true" if compatible else "false"
+    )
     with served(environment) as (base, _):
         client = sdk_auth.HMACAuthenticatedClient(
             base_url=base, token_key=demo.token_key, token_id=demo.token_id

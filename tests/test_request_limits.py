@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_FERNET_KEY, Env, served
+from tests.conftest import Env, served, server_environment
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 
@@ -69,13 +69,7 @@ def send_large_body(base: str, megabytes: int) -> bytes:
 def test_eight_large_bodies_at_once_leave_the_server_memory_flat(
     database_url: str, tmp_path: Path
 ) -> None:
-    environment = {
-        "GRAPHSVC_DATABASE_URL": database_url,
-        "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-        "GRAPHSVC_JWT_SECRET": "limits-test-jwt-secret-of-enough-length-0123456789",
-    }
-    with served(environment) as (base, process):
+    with served(server_environment(database_url, tmp_path)) as (base, process):
         before = peak_memory_kib(process.pid)
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: send_large_body(base, 50), range(8)))

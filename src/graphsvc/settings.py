@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     accept_local_time_signatures: bool = False
     """Weaker, for the reference SDK: accept a RequestDate in any offset, not only UTC."""
 
-    max_body_bytes: int = Field(16 * 1024, ge=1024)
+    max_body_bytes: int = Field(16 * 1024, ge=1)
     """Largest request body accepted (login and every read); a larger one is a 413."""
 
     header_timeout_seconds: float = Field(10.0, gt=0)
