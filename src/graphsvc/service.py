@@ -194,12 +194,16 @@ def check_secret(secret: str) -> None:
 
 
 async def create_user_token(
-    conn: Connection, keys: KeyBox, user_name: str, token_name: str | None = None
+    conn: Connection,
+    keys: KeyBox,
+    user_name: str,
+    token_name: str | None = None,
+    expires_at: datetime | None = None,
 ) -> CreatedToken:
     user_id = await accounts.find_user_id(conn, user_name)
     if user_id is None:
         raise not_found(f"no user named {user_name!r}", "user")
-    return await create_token(conn, keys, user_id=user_id, name=token_name)
+    return await create_token(conn, keys, user_id=user_id, name=token_name, expires_at=expires_at)
 
 
 async def create_token(
@@ -208,6 +212,7 @@ async def create_token(
     user_id: str | None = None,
     client_id: str | None = None,
     name: str | None = None,
+    expires_at: datetime | None = None,
 ) -> CreatedToken:
     """A new API token; the key is returned here once and stored only encrypted."""
     token_id, key = str(uuid.uuid4()), new_token_key()
@@ -221,6 +226,7 @@ async def create_token(
         client_id=client_id,
         name=name,
         created_by=user_id,
+        expires_at=expires_at,
     )
     return CreatedToken(token_id, key, user_id)
 

@@ -18,6 +18,7 @@ Count = Annotated[int, Meta(ge=0)]
 
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+MASKED_KEY = "********"  # where a token's key would be: it is shown once, at creation
 
 
 class NullTime(msgspec.Struct):
@@ -348,6 +349,71 @@ class HealthData(msgspec.Struct):
 
 class HealthResponse(msgspec.Struct):
     data: HealthData
+
+
+class AuthToken(msgspec.Struct):
+    """An API token of a user; `key` holds the key once, in the answer that creates it, and
+    the mask everywhere else."""
+
+    id: UUID
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: NullTime
+    user_id: NullUUID
+    name: NullString
+    key: str
+    hmac_method: str
+    last_access: datetime
+    expires_at: NullTime
+
+
+class AuthTokenResponse(msgspec.Struct):
+    data: AuthToken
+
+
+class AuthTokenList(msgspec.Struct):
+    tokens: list[AuthToken]
+
+
+class AuthTokenListResponse(msgspec.Struct):
+    data: AuthTokenList
+
+
+class CreateTokenRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """POST /api/v2/tokens; both fields as the reference server names them, plus an expiry:
+    a time, or a lifetime in seconds."""
+
+    token_name: str = ""
+    user_id: UUID | None = None
+    expires_at: datetime | None = None
+    lifetime_seconds: Annotated[int, Meta(ge=60, le=10 * 366 * 86400)] | None = None
+
+
+class Permission(msgspec.Struct):
+    authority: str
+    name: str
+
+
+class Role(msgspec.Struct):
+    id: int
+    name: str
+    permissions: list[Permission]
+
+
+class Requester(msgspec.Struct):
+    """Who is calling: the user, its role and permissions, and for a signed request the
+    token (None for a session)."""
+
+    id: UUID
+    principal_name: str
+    is_disabled: bool
+    roles: list[Role]
+    created_at: datetime
+    token: AuthToken | None
+
+
+class SelfResponse(msgspec.Struct):
+    data: Requester
 
 
 class EnvironmentKindDefinition(msgspec.Struct):

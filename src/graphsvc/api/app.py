@@ -10,7 +10,11 @@ import re
 import uuid
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
+import msgspec
+
+from graphsvc.access import Caller
 from graphsvc.api.auth import Authenticator, Identity
 from graphsvc.api.openapi import build_openapi
 from graphsvc.api.operations import OPERATIONS, PASSWORD_CHECKS_AT_ONCE, Context, Operation
@@ -31,6 +35,7 @@ from graphsvc.api.web import (
     Send,
     body_too_large,
     declared_length,
+    decode_json,
     encode,
     error_response,
     json_response,
@@ -66,6 +71,7 @@ class App:
             settings,
             self.db,
             self.auth,
+            self.auth.keys,
             encode(build_openapi(OPERATIONS)),
             RateLimiter(
                 login_failure_windows(settings.login_failures_per_minute), settings.redis_url
@@ -169,13 +175,15 @@ class App:
     # --- the request path of an operation ----------------------------------------------------
 
     def endpoint(self, op: Operation) -> Endpoint:
-        if op.permission is None:
+        if op.authentication != "any":
             return partial(op.handler, self.context)
-        return self.read_endpoint(op, op.permission)
+        return self.served_endpoint(op)
 
-    def read_endpoint(self, op: Operation, permission: str) -> Endpoint:
-        """Authenticate, authorize, parse the parameters, then run the handler under the
-        request's timeout."""
+    def served_endpoint(self, op: Operation) -> Endpoint:
+        """Authenticate, authorize, decode the body and parse the parameters, then run the
+        handler under the request's timeout."""
+        decoder = msgspec.json.Decoder(op.request_body) if op.request_body else None
+        connect = self.db.transaction if op.writes else self.db.reading
 
         async def endpoint(request: Request) -> Response:
             if op.enterprise_only and self.settings.edition != "enterprise":
@@ -184,14 +192,19 @@ class App:
                     "in the Enterprise edition only",
                     "edition",
                 )
-            async with self.db.reading() as conn:
+            async with connect() as conn:
                 identity = await self.auth.authenticate(conn, request)
-                self.auth.authorize(identity, permission)
+                principal = self.auth.authorize(identity, op.permission)
+                request.caller = Caller(
+                    principal, identity.token_id, self.auth.permissions_of(principal)
+                )
                 prefer = request.headers.get("prefer")
                 wait = parse_prefer(prefer, self.settings)
-                arguments = {}
+                arguments: dict[str, Any] = {}
+                if decoder is not None:
+                    arguments["body"] = decode_json(decoder, await request.body(), "body")
                 for parameter in op.parameters:
-                    value = parameter.parse(request, self.settings)
+                    value = parameter.parse(request, self.context)
                     if parameter.argument is not None:
                         arguments[parameter.argument] = value
                 try:

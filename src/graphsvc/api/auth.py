@@ -119,6 +119,10 @@ class Authenticator:
             )
         if credentials is None or not valid:
             raise unauthorized("invalid signature or unknown token id")
+        expires_at = credentials.expires_at
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            stamp = expires_at.isoformat().replace("+00:00", "Z")
+            raise unauthorized(f"API token expired at {stamp}; create a new one")
         return Identity(credentials.principal, token_id=token_id.lower())
 
     async def token_credentials(
@@ -162,16 +166,19 @@ class Authenticator:
         if request_date - now > max_future:
             raise unauthorized("RequestDate is too far in the future")
 
-    def authorize(self, identity: Identity, permission: str | None) -> None:
+    def authorize(self, identity: Identity, permission: str | None) -> accounts.Principal:
+        """The user the request acts for, if it may act (and holds `permission`, if any)."""
         principal = identity.principal
         if principal is None:
             raise forbidden("this token belongs to a collection client, not to a user")
         if principal.disabled:
             raise forbidden("user is disabled")
-        if permission is not None and permission not in self.permissions.get(
-            principal.role_id, frozenset()
-        ):
+        if permission is not None and permission not in self.permissions_of(principal):
             raise forbidden(f"permission {permission} is required")
+        return principal
+
+    def permissions_of(self, principal: accounts.Principal) -> frozenset[str]:
+        return self.permissions.get(principal.role_id, frozenset())
 
     def token_needs_touch(self, token_id: str) -> bool:
         """At most one last-access write per token per minute from this process."""

@@ -54,6 +54,7 @@ def describe_operation(op: Operation) -> dict[str, Any]:
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}
     if op.permission is not None:
         document["description"] = f"Requires the permission `{op.permission}`."
+    if op.authentication == "any":  # served by the app, under the Prefer timeout
         parameters = [doc for p in op.parameters for doc in p.document()]
         document["parameters"] = [*parameters, PREFER]
     document["security"] = SECURITY[op.authentication]

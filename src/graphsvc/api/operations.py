@@ -1,10 +1,11 @@
 """The operations table: every route of the API in one place. The router and the OpenAPI
 document are both built from it, so adding or changing an operation touches one entry.
 
-An operation with a permission is a read: the app authenticates the caller, checks the
-permission (and the edition), applies the `Prefer` timeout, parses the parameters and calls
-the handler, a service function, with a connection and the parsed values. An operation
-without one takes the request itself and answers it (login, logout, health, this document).
+An operation that takes either kind of credentials ("any") is served by the app: it
+authenticates the caller, checks the permission (if any) and the edition, applies the
+`Prefer` timeout, decodes the body, parses the parameters and calls the handler, a service
+function, with a connection (in a write transaction for `writes`) and the parsed values.
+The others take the request itself and answer it (login, logout, health, this document).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from graphsvc import service, wire
+from graphsvc import access, service, wire
 from graphsvc.api.auth import Authenticator
 from graphsvc.api.params import (
     INT32_SCHEMA,
@@ -30,14 +31,18 @@ from graphsvc.api.params import (
     PathParameter,
     QueryChoice,
     QueryInt32,
+    QueryUUID,
     Sorting,
+    TheCaller,
     TimeWindow,
+    TokenKeys,
     parse_path_int32,
     parse_text,
     parse_uuid,
 )
 from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
-from graphsvc.api.web import Request, Response, json_response
+from graphsvc.api.web import Request, Response, decode_json, json_response
+from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
@@ -60,6 +65,7 @@ class Context:
     settings: Settings
     db: Database
     auth: Authenticator
+    keys: KeyBox  # seals API token keys at rest
     openapi: bytes  # the encoded OpenAPI document
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
@@ -79,8 +85,9 @@ class Operation:
     enterprise_only: bool = False
     # Which credentials it takes: either kind, only a session's JWT, or none.
     authentication: Literal["any", "session", "none"] = "any"
-    request_body: type[msgspec.Struct] | None = None
+    request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
+    writes: bool = False  # runs in a write transaction
 
 
 # --- the operations that answer the request themselves ------------------------------------
@@ -89,14 +96,7 @@ login_decoder = msgspec.json.Decoder(wire.LoginRequest)
 
 
 async def log_in(ctx: Context, request: Request) -> Response:
-    try:
-        body = login_decoder.decode(await request.body())
-    except msgspec.ValidationError as exc:
-        raise bad_request(f"invalid login body: {exc}", "body") from None
-    except msgspec.DecodeError:
-        raise bad_request("login body must be a JSON object", "body") from None
-    except UnicodeDecodeError:
-        raise bad_request("login body must be UTF-8", "body") from None
+    body = decode_json(login_decoder, await request.body(), "login body")
     async with ctx.db.reading() as conn:
         user = await service.find_login(conn, body)
     address = client_address(request.scope, ctx.settings.trusted_proxies)
@@ -170,6 +170,7 @@ async def serve_openapi(ctx: Context, request: Request) -> Response:
 
 # --- the table ------------------------------------------------------------------------------
 
+TOKEN_SORT = ("created_at", "name", "last_access")
 TIME_SORT = ("created_at", "updated_at")
 NEWEST_FIRST = (SortKey("created_at", True),)
 NODE_SORT = ("name", "objectid", "label")
@@ -319,5 +320,58 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             Sorting(NODE_SORT, BY_NAME),
         ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/self",
+        "GetSelf",
+        "The caller: its user, role and permissions, and the token of a signed request",
+        access.get_self,
+        wire.SelfResponse,
+        READ_ERRORS,
+        parameters=(TheCaller(),),
+    ),
+    Operation(
+        "POST",
+        f"{V2}/tokens",
+        "CreateAuthToken",
+        "Create an API token (its key is in this answer only)",
+        access.create_api_token,
+        wire.AuthTokenResponse,
+        READ_ERRORS,
+        permission=access.OWN_TOKENS,
+        parameters=(TheCaller(), TokenKeys()),
+        request_body=wire.CreateTokenRequest,
+        writes=True,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/tokens",
+        "ListAuthTokens",
+        "List API tokens (never their keys): the caller's, or with auth/ManageUsers anyone's",
+        access.list_api_tokens,
+        wire.AuthTokenListResponse,
+        READ_ERRORS,
+        permission=access.OWN_TOKENS,
+        parameters=(
+            TheCaller(),
+            QueryUUID("user_id", "user_id", "Only this user's tokens"),
+            Sorting(TOKEN_SORT, (SortKey("created_at", False),)),
+        ),
+    ),
+    Operation(
+        "DELETE",
+        f"{V2}/tokens/{{token_id}}",
+        "DeleteAuthToken",
+        "Revoke an API token: the caller's own, or with auth/ManageUsers anyone's",
+        access.revoke_api_token,
+        wire.AuthTokenResponse,
+        READ_ERRORS,
+        permission=access.OWN_TOKENS,
+        parameters=(
+            TheCaller(),
+            PathParameter("token_id", "token_id", "Token id", UUID_SCHEMA, parse_uuid),
+        ),
+        writes=True,
     ),
 )

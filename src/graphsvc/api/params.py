@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from graphsvc.api.web import Query, Request
+from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request
 from graphsvc.service import Page, Window
 from graphsvc.settings import Settings
@@ -141,10 +142,10 @@ def parse_window(query: Query, now: datetime) -> Window:
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
-def parse_uuid(raw: str, name: str) -> str:
+def parse_uuid(raw: str, name: str, what: str = "path parameter") -> str:
     """The canonical lower-case form of a UUID written 8-4-4-4-12."""
     if not UUID_TEXT.fullmatch(raw):
-        raise bad_request(f"path parameter {name} must be a UUID, got {raw!r}", name)
+        raise bad_request(f"{what} {name} must be a UUID, got {raw!r}", name)
     return str(uuid.UUID(raw))
 
 
@@ -182,13 +183,22 @@ def query_document(
     return document
 
 
+class Services(Protocol):
+    """What parameters are read with besides the request: the app's settings and keys."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def keys(self) -> KeyBox: ...
+
+
 class Parameter(Protocol):
     """One input of an operation: the handler's keyword it fills (None: only checked), how
     it is read from the request, and its entries in the OpenAPI document."""
 
     @property
     def argument(self) -> str | None: ...
-    def parse(self, request: Request, settings: Settings) -> Any: ...
+    def parse(self, request: Request, app: Services) -> Any: ...
     def document(self) -> list[Document]: ...
 
 
@@ -211,7 +221,7 @@ class PathParameter:
     schema: Document
     convert: Callable[[str, str], Any]  # (the raw segment, the name) to the value, or a 400
 
-    def parse(self, request: Request, settings: Settings) -> Any:
+    def parse(self, request: Request, app: Services) -> Any:
         return self.convert(request.path_params[self.name], self.name)
 
     def document(self) -> list[Document]:
@@ -225,7 +235,7 @@ class QueryInt32:
     description: str
     required: bool = False
 
-    def parse(self, request: Request, settings: Settings) -> int | None:
+    def parse(self, request: Request, app: Services) -> int | None:
         if self.required:
             return required_int32(request.query, self.name)
         return optional_int32(request.query, self.name)
@@ -244,7 +254,7 @@ class QueryChoice:
     description: str
     argument: str | None = None
 
-    def parse(self, request: Request, settings: Settings) -> str | None:
+    def parse(self, request: Request, app: Services) -> str | None:
         value = single(request.query, self.name)
         if value in self.refused:
             only = " or ".join(f"{self.name}={v}" for v in self.supported)
@@ -266,8 +276,8 @@ class Paging:
     default_limit: int
     argument: str = "page"
 
-    def parse(self, request: Request, settings: Settings) -> Page:
-        return parse_page(request.query, self.default_limit, settings.max_limit)
+    def parse(self, request: Request, app: Services) -> Page:
+        return parse_page(request.query, self.default_limit, app.settings.max_limit)
 
     def document(self) -> list[Document]:
         return [
@@ -286,7 +296,7 @@ class TimeWindow:
 
     argument: str = "window"
 
-    def parse(self, request: Request, settings: Settings) -> Window:
+    def parse(self, request: Request, app: Services) -> Window:
         return parse_window(request.query, datetime.now(UTC))
 
     def document(self) -> list[Document]:
@@ -310,7 +320,7 @@ class Sorting:
     default: tuple[SortKey, ...]
     argument: str = "sort"
 
-    def parse(self, request: Request, settings: Settings) -> list[SortKey]:
+    def parse(self, request: Request, app: Services) -> list[SortKey]:
         return parse_sort(request.query, self.columns, self.default)
 
     def document(self) -> list[Document]:
@@ -328,8 +338,48 @@ class BaseUrl:
 
     argument: str = "base_url"
 
-    def parse(self, request: Request, settings: Settings) -> str:
-        return settings.public_url or request.base_url()
+    def parse(self, request: Request, app: Services) -> str:
+        return app.settings.public_url or request.base_url()
 
     def document(self) -> list[Document]:
         return []
+
+
+@dataclass(frozen=True)
+class TheCaller:
+    """Not sent by the client: the authenticated user the request acts for."""
+
+    argument: str = "caller"
+
+    def parse(self, request: Request, app: Services) -> Any:
+        return request.caller
+
+    def document(self) -> list[Document]:
+        return []
+
+
+@dataclass(frozen=True)
+class TokenKeys:
+    """Not sent by the client: the key that seals API token keys at rest."""
+
+    argument: str = "keys"
+
+    def parse(self, request: Request, app: Services) -> KeyBox:
+        return app.keys
+
+    def document(self) -> list[Document]:
+        return []
+
+
+@dataclass(frozen=True)
+class QueryUUID:
+    name: str
+    argument: str
+    description: str
+
+    def parse(self, request: Request, app: Services) -> str | None:
+        raw = single(request.query, self.name)
+        return None if raw is None else parse_uuid(raw, self.name, "query parameter")
+
+    def document(self) -> list[Document]:
+        return [query_document(self.name, UUID_SCHEMA, self.description)]

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 import msgspec
 
 from graphsvc import wire
-from graphsvc.errors import ApiError
+from graphsvc.errors import ApiError, bad_request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -53,6 +53,7 @@ class Request:
             self.headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
         self._query: Query | None = None
         self._body: bytes | None = None
+        self.caller: Any = None  # the authenticated user (access.Caller), once known
 
     @property
     def query(self) -> Query:
@@ -99,6 +100,18 @@ class Request:
 
 # A body left half read cannot be told from the next request: the connection ends.
 CLOSE = {"Connection": "close"}
+
+
+def decode_json(decoder: msgspec.json.Decoder[Any], raw: bytes, what: str) -> Any:
+    """A request body as the struct it must be, or a 400 saying what is wrong with it."""
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise bad_request(f"invalid {what}: {exc}", "body") from None
+    except msgspec.DecodeError:
+        raise bad_request(f"{what} must be a JSON object", "body") from None
+    except UnicodeDecodeError:
+        raise bad_request(f"{what} must be UTF-8", "body") from None
 
 
 def body_too_large(limit: int) -> ApiError:

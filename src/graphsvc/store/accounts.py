@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import (
-    Connection,
-)
+from graphsvc import wire
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.paging import SortKey, order_clause
 
 
 async def role_permissions(conn: Connection) -> dict[int, frozenset[str]]:
@@ -85,11 +86,12 @@ async def insert_user(
 class TokenCredentials:
     key_ciphertext: str
     principal: Principal | None  # None for a token that belongs to a collection client
+    expires_at: datetime | None
 
 
 async def find_token_credentials(conn: Connection, token_id: str) -> TokenCredentials | None:
     r = await conn.fetchrow(
-        """SELECT t.key_ciphertext, u.id, u.role_id, u.is_disabled
+        """SELECT t.key_ciphertext, u.id, u.role_id, u.is_disabled, t.expires_at
         FROM auth_tokens t LEFT JOIN users u ON u.id = t.user_id AND u.deleted_at IS NULL
         WHERE t.id = $1 AND t.deleted_at IS NULL
           AND (t.user_id IS NULL OR u.id IS NOT NULL)""",
@@ -97,7 +99,8 @@ async def find_token_credentials(conn: Connection, token_id: str) -> TokenCreden
     )
     if r is None:
         return None
-    return TokenCredentials(r[0], None if r[1] is None else Principal(r[1], r[2], r[3]))
+    principal = None if r[1] is None else Principal(r[1], r[2], r[3])
+    return TokenCredentials(r[0], principal, r[4])
 
 
 async def insert_token(
@@ -110,11 +113,12 @@ async def insert_token(
     client_id: str | None = None,
     name: str | None = None,
     created_by: str | None = None,
+    expires_at: datetime | None = None,
 ) -> None:
     await conn.execute(
         """INSERT INTO auth_tokens (id, user_id, client_id, name, key_ciphertext, hmac_method,
-            last_access, created_by, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7, $7)""",
+            last_access, created_by, created_at, updated_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7, $7, $9)""",
         token_id,
         user_id,
         client_id,
@@ -123,7 +127,130 @@ async def insert_token(
         hmac_method,
         now,
         created_by,
+        expires_at,
     )
+
+
+TOKEN_COLUMNS = """id, created_at, updated_at, deleted_at, user_id, name, hmac_method,
+    last_access, expires_at"""  # noqa: S105 - column names, not a secret
+TOKEN_SORT_COLUMNS = {"created_at": "created_at", "name": "name", "last_access": "last_access"}
+
+
+def token_from_row(r: Row) -> wire.AuthToken:
+    """A token as the API shows it: never its key."""
+    return wire.AuthToken(
+        id=r[0],
+        created_at=r[1],
+        updated_at=r[2],
+        deleted_at=wire.null_time(r[3]),
+        user_id=wire.null_uuid(r[4]),
+        name=wire.null_string(r[5]),
+        key=wire.MASKED_KEY,
+        hmac_method=r[6],
+        last_access=r[7],
+        expires_at=wire.null_time(r[8]),
+    )
+
+
+async def list_user_tokens(
+    conn: Connection, user_id: str | None, sort: Sequence[SortKey]
+) -> list[wire.AuthToken]:
+    """Live user tokens (not clients'), of one user or of all."""
+    owner, args = ("user_id IS NOT NULL", []) if user_id is None else ("user_id = $1", [user_id])
+    rows = await conn.fetch(
+        f"""SELECT {TOKEN_COLUMNS} FROM auth_tokens WHERE deleted_at IS NULL AND {owner}
+        ORDER BY {order_clause(sort, TOKEN_SORT_COLUMNS, "id")}""",
+        *args,
+    )
+    return [token_from_row(r) for r in rows]
+
+
+async def find_user_token(conn: Connection, token_id: str) -> wire.AuthToken | None:
+    """A live token of a user (not of a client)."""
+    r = await conn.fetchrow(
+        f"""SELECT {TOKEN_COLUMNS} FROM auth_tokens
+        WHERE id = $1 AND deleted_at IS NULL AND user_id IS NOT NULL""",
+        token_id,
+    )
+    return None if r is None else token_from_row(r)
+
+
+async def revoke_token(conn: Connection, token_id: str, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE auth_tokens SET deleted_at = $2, updated_at = $2 WHERE id = $1", token_id, now
+    )
+
+
+async def revoke_user_tokens(conn: Connection, user_id: str, now: datetime) -> None:
+    await conn.execute(
+        """UPDATE auth_tokens SET deleted_at = $2, updated_at = $2
+        WHERE user_id = $1 AND deleted_at IS NULL""",
+        user_id,
+        now,
+    )
+
+
+@dataclass
+class UserRow:
+    id: str
+    name: str
+    role: str
+    disabled: bool
+    created_at: datetime
+
+
+async def list_users(conn: Connection) -> list[UserRow]:
+    rows = await conn.fetch(
+        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at FROM users u
+        JOIN roles r ON r.id = u.role_id WHERE u.deleted_at IS NULL ORDER BY u.name"""
+    )
+    return [UserRow(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+
+async def find_user(conn: Connection, user_id: str) -> UserRow | None:
+    r = await conn.fetchrow(
+        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at FROM users u
+        JOIN roles r ON r.id = u.role_id WHERE u.id = $1 AND u.deleted_at IS NULL""",
+        user_id,
+    )
+    return None if r is None else UserRow(r[0], r[1], r[2], r[3], r[4])
+
+
+async def set_user_disabled(conn: Connection, user_id: str, disabled: bool, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE users SET is_disabled = $2, updated_at = $3 WHERE id = $1", user_id, disabled, now
+    )
+
+
+async def set_user_role(conn: Connection, user_id: str, role_id: int, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE users SET role_id = $2, updated_at = $3 WHERE id = $1", user_id, role_id, now
+    )
+
+
+async def delete_user(conn: Connection, user_id: str, now: datetime) -> None:
+    """Soft-delete: the row stays for the record; its sessions go, its tokens are revoked."""
+    await conn.execute(
+        "UPDATE users SET deleted_at = $2, updated_at = $2 WHERE id = $1", user_id, now
+    )
+    await delete_user_sessions(conn, user_id)
+    await revoke_user_tokens(conn, user_id, now)
+
+
+async def delete_user_sessions(conn: Connection, user_id: str) -> None:
+    await conn.execute("DELETE FROM user_sessions WHERE user_id = $1", user_id)
+
+
+async def role_permission_names(conn: Connection, role_id: int) -> tuple[str, list[str]]:
+    """A role's name and its permissions (authority/name), sorted."""
+    rows = await conn.fetch(
+        """SELECT r.name, p.authority, p.name FROM roles r
+        LEFT JOIN roles_permissions rp ON rp.role_id = r.id
+        LEFT JOIN permissions p ON p.id = rp.permission_id WHERE r.id = $1""",
+        role_id,
+    )
+    names = sorted(f"{a}/{n}" for _, a, n in rows if a is not None)
+    return (rows[0][0] if rows else ""), names
 
 
 async def touch_token(conn: Connection, token_id: str, now: datetime) -> None:

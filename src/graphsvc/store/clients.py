@@ -80,9 +80,6 @@ async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
     )
 
 
-MASKED_KEY = "********"
-
-
 async def find_client_token(conn: Connection, client_id: str) -> wire.ClientToken | None:
     """The client's newest live token; its key is never read back, only masked."""
     r = await conn.fetchrow(
@@ -101,7 +98,7 @@ async def find_client_token(conn: Connection, client_id: str) -> wire.ClientToke
         wire.null_time(r[3]),
         wire.null_uuid(r[4]),
         wire.null_string(r[5]),
-        MASKED_KEY,
+        wire.MASKED_KEY,
         r[6],
         r[7],
         wire.null_uuid(r[8]),

@@ -1,0 +1,21 @@
+"""The `graphsvc` command."""
+
+from graphsvc.cli import accounts, data, server
+from graphsvc.cli.common import main
+
+for command in (
+    server.serve,
+    server.db,
+    server.demo,
+    server.examples,
+    server.sign,
+    data.ingest,
+    data.schema,
+    accounts.user,
+    accounts.token,
+    accounts.saml,
+    accounts.client,
+):
+    main.add_command(command)
+
+__all__ = ["main"]

@@ -1,0 +1,104 @@
+"""What every command shares: settings, one-line failures, the write transaction, and the
+`graphsvc` group itself."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+import msgspec
+from pydantic import ValidationError
+
+from graphsvc.crypto import KeyBox
+from graphsvc.errors import ApiError
+from graphsvc.ingest.records import IngestError
+from graphsvc.settings import Settings, describe_settings_error
+from graphsvc.store import db as database
+from graphsvc.store.migrate import upgrade_schema
+
+T = TypeVar("T")
+
+
+def fail(message: str) -> None:
+    click.echo(f"graphsvc: error: {message}", err=True)
+    sys.exit(1)
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        fail(f"invalid configuration: {describe_settings_error(exc)}")
+        raise
+
+
+def migrate(settings: Settings) -> None:
+    """Create the PostgreSQL database if it is missing (and may be), then bring the schema to
+    the newest version."""
+    url = settings.resolved_database_url()
+    shown = database.redact_url(url)
+    try:
+        if asyncio.run(database.create_missing_database(url)):
+            click.echo(f"created the database {shown}", err=True)
+        upgrade_schema(url)
+    except database.MissingDatabase as exc:
+        fail(str(exc))
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"cannot migrate the database at {shown}: {reason}")
+
+
+def run_in_transaction(
+    settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
+) -> T:
+    """Migrate, then run `work` in one write transaction: all of it lands or none of it."""
+    migrate(settings)
+    try:
+        return asyncio.run(database.run_in_transaction(settings.resolved_database_url(), work))
+    except ApiError as exc:
+        fail(f"{exc.context}: {exc.message}")
+    except IngestError as exc:
+        fail(f"{exc} (nothing was written)")
+    except database.DATABASE_ERRORS as exc:
+        fail(f"{database.describe_database_error(exc)} (nothing was written)")
+    raise AssertionError("unreachable")
+
+
+def read_stdin_secret(option: str) -> str:
+    """The first line of standard input, for options that must stay off the command line."""
+    secret = sys.stdin.readline().rstrip("\r\n")
+    if not secret:
+        fail(f"{option}: standard input gave no secret (pipe it in, one line)")
+    return secret
+
+
+def emit(as_json: bool, data: Any, text: str) -> None:
+    click.echo(msgspec.json.encode(data).decode() if as_json else text)
+
+
+def keys_of(settings: Settings) -> KeyBox:
+    return KeyBox(settings.resolved_token_encryption_key())
+
+
+class Commands(click.Group):
+    """Every failure is one `graphsvc: error:` line and exit status 1, usage errors too
+    (a bad option value, a missing file): click would print three lines and exit 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            fail(exc.format_message())
+        except click.exceptions.Abort:
+            fail("aborted")
+        return None
+
+
+@click.group(cls=Commands)
+@click.version_option(package_name="graphsvc", message="graphsvc %(version)s")
+def main() -> None:
+    """graphsvc: a server of the Graph Analysis Service API v2."""

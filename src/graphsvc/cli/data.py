@@ -1,0 +1,143 @@
+"""Data: ingest collector files, and the schema extensions they are counted by."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from graphsvc import service, wire
+from graphsvc.cli.common import emit, fail, load_settings, run_in_transaction
+from graphsvc.errors import ApiError
+from graphsvc.ingest.records import IngestError
+from graphsvc.ingest.sources import Progress, Source
+from graphsvc.store import db as database
+
+
+class IngestProgress:
+    """A progress bar on a terminal; elsewhere a plain line per file and every few seconds."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.bar = (
+            click.progressbar(length=self.total, label="ingesting", file=sys.stderr)
+            if sys.stderr.isatty()
+            else None
+        )
+        self.last_line = time.monotonic()  # the first line comes after five seconds
+
+    def __call__(self, source: Source) -> Progress:
+        if self.bar is None:
+            click.echo(f"reading {source.label} ({source.size:,} bytes)", err=True)
+
+        def advance(count: int) -> None:
+            self.done += count
+            if self.bar is not None:
+                self.bar.update(count)
+            elif time.monotonic() - self.last_line > 5:
+                self.last_line = time.monotonic()
+                click.echo(f"  {100 * self.done // self.total}% of the input read", err=True)
+
+        return advance
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Load collector output as one run: SharpHound and AzureHound JSON, OpenGraph JSON,
+    SharpHound zips, and folders of these."""
+    from graphsvc.ingest import ingest_files
+    from graphsvc.ingest.sources import expand
+
+    try:
+        total = sum(s.size for s in expand(list(paths)))
+    except IngestError as exc:
+        fail(str(exc))
+    progress = IngestProgress(total)
+    try:
+        result = run_in_transaction(
+            load_settings(), lambda conn: ingest_files(conn, paths, progress)
+        )
+    finally:
+        progress.close()
+    emit(
+        as_json,
+        {
+            "run_id": result.run_id,
+            "files": result.files,
+            "nodes": result.nodes,
+            "edges": result.edges,
+            "created_at": result.created_at,
+        },
+        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+        f"{len(result.files)} file(s)",
+    )
+
+
+@click.group()
+def schema() -> None:
+    """Graph schema extensions and their environment kinds."""
+
+
+@schema.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def schema_list(as_json: bool) -> None:
+    """Extensions and environment kinds, with the ids the API asks for."""
+    from graphsvc.store import extensions
+
+    registered = run_in_transaction(load_settings(), extensions.list_extensions)
+    data: list[dict[str, Any]] = [
+        {
+            "id": x.id,
+            "name": x.name,
+            "display_name": x.display_name,
+            "version": x.version,
+            "builtin": x.is_builtin,
+            "environment_kinds": [
+                {"id": env.kind_id, "name": env.kind, "source_kind": env.source_kind}
+                for env in x.environments
+            ],
+        }
+        for x in registered
+    ]
+    lines = []
+    for x in data:
+        lines.append(f"extension {x['id']}: {x['name']} ({x['display_name']}, {x['version']})")
+        lines += [f"  environment kind {k['id']}: {k['name']}" for k in x["environment_kinds"]]
+    emit(as_json, data, "\n".join(lines))
+
+
+@schema.command("register")
+@click.argument("definition", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def schema_register(definition: Path, as_json: bool) -> None:
+    """Register an OpenGraph schema extension from a JSON file:
+    {"name", "display_name", "version", "node_kinds": [...], "relationship_kinds": [...],
+    "environment_kinds": [{"kind": ..., "source_kind": ...}]}."""
+    try:
+        spec = msgspec.json.decode(definition.read_bytes(), type=wire.ExtensionDefinition)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        fail(f"{definition}: not an extension definition ({exc})")
+
+    async def work(conn: database.Connection) -> int:
+        try:
+            return await service.register_extension(conn, spec)
+        except ApiError as exc:  # named by the file, which is what the user passed
+            raise ApiError(exc.status, exc.message, str(definition)) from None
+
+    extension_id = run_in_transaction(load_settings(), work)
+    emit(
+        as_json,
+        {"id": extension_id, "name": spec.name},
+        f"extension {spec.name} registered: id {extension_id}",
+    )

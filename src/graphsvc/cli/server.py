@@ -1,0 +1,197 @@
+"""Serving and the demo: serve, db upgrade, demo, examples, sign."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from graphsvc.cli.common import (
+    emit,
+    fail,
+    keys_of,
+    load_settings,
+    migrate,
+    read_stdin_secret,
+    run_in_transaction,
+)
+from graphsvc.crypto import sign_request
+from graphsvc.store import db as database
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+def serve(host: str, port: int) -> None:
+    """Run migrations if needed, then serve the API."""
+    import uvicorn
+
+    from graphsvc.api.app import create_app
+    from graphsvc.api.server import GuardedHttpProtocol, raise_open_file_limit
+
+    settings = load_settings()
+    migrate(settings)
+    # Each connection holds a file; keep a margin for the database, Redis and logs.
+    open_files = raise_open_file_limit()
+    protocol = GuardedHttpProtocol.configure(
+        settings.header_timeout_seconds, min(settings.max_connections, open_files - 64)
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        proxy_headers=False,
+        http=protocol,
+    )
+
+
+@click.group()
+def db() -> None:
+    """Database schema."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Bring the schema to the newest version."""
+    settings = load_settings()
+    migrate(settings)
+    click.echo(f"schema is up to date at {database.redact_url(settings.resolved_database_url())}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo(as_json: bool) -> None:
+    """Load the demo dataset into an empty store with an Administrator and an API token; on a
+    store that holds it already, print new credentials for it (the secret is set anew)."""
+    from graphsvc.demo.dataset import open_demo
+
+    settings = load_settings()
+    secret = secrets.token_urlsafe(12)
+    result, loaded = run_in_transaction(
+        settings, lambda conn: open_demo(conn, keys_of(settings), secret)
+    )
+    where = database.redact_url(settings.resolved_database_url())
+    text = "\n".join(
+        [
+            f"demo data loaded into {where}" if loaded else f"demo data found in {where}",
+            f"  graph: {result.counts['nodes']} nodes, {result.counts['edges']} edges "
+            f"(run {result.run_id})",
+            f"  Azure tenants: {', '.join(result.tenant_ids)}",
+            f"  computers: {', '.join(result.computer_object_ids)}",
+            f"  environment kind ids: {result.environment_kind_ids}; extension ids: "
+            f"{result.extension_ids}",
+            f"  SAML provider ids: {result.saml_provider_ids}",
+            f"  clients: {', '.join(result.client_ids)}",
+            f"  Administrator login: {result.admin_username} / {result.admin_secret}",
+            f"  API token id:  {result.token_id}",
+            f"  API token key: {result.token_key}   (kept encrypted; run `demo` again to see it)",
+        ]
+    )
+    emit(as_json, result, text)
+
+
+def demo_uris(demo: dict[str, Any]) -> list[str]:
+    """One request per operation, with identifiers from `graphsvc demo --json`."""
+    computer = demo["computer_object_ids"][0]
+    return [
+        f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
+        f"{demo['environment_kind_ids'][0]}&schema_extension_id={demo['extension_ids'][0]}",
+        f"/api/v2/azure-tenants/{demo['tenant_ids'][0]}/data-quality-stats?limit=5",
+        f"/api/v2/saml/providers/{demo['saml_provider_ids'][0]}",
+        f"/api/v2/clients/{demo['client_ids'][0]}",
+        f"/api/v2/computers/{computer}/dcom-rights",
+    ]
+
+
+@click.command()
+@click.argument("demo_json", type=click.File("r"))
+@click.option("--base-url", default="http://127.0.0.1:8000", show_default=True)
+def examples(demo_json: Any, base_url: str) -> None:
+    """Print curl commands for every operation, from the output of `graphsvc demo --json`.
+
+    The signed ones carry a signature valid for about two hours; run this again for fresh ones.
+    """
+    try:
+        demo = json.load(demo_json)
+        uris = demo_uris(demo)
+        token_id, token_key = demo["token_id"], demo["token_key"]
+        login = {
+            "login_method": "secret",
+            "username": demo["admin_username"],
+            "secret": demo["admin_secret"],
+        }
+    except ValueError:
+        fail(f"{demo_json.name}: not JSON; pass the output of `graphsvc demo --json`")
+    except (KeyError, IndexError, TypeError):
+        fail(f"{demo_json.name}: not the output of `graphsvc demo --json` (fields are missing)")
+    base = base_url.rstrip("/")
+    lines = ["# Signed requests (API token):"]
+    for uri in uris:
+        date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        signature = sign_request(token_key, "GET", uri, date, b"")
+        lines.append(
+            f"curl -s -H 'Authorization: svcsignature {token_id}' -H 'RequestDate: {date}' "
+            f"-H 'Signature: {signature}' '{base}{uri}'"
+        )
+    lines += [
+        "",
+        "# JWT: log in once, then send it as a Bearer token:",
+        f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
+        "| python3 -c 'import json,sys; r=json.load(sys.stdin); "
+        'print(r["data"]["session_token"]) if "data" in r else '
+        'sys.exit("login failed: " + r["errors"][0]["message"])\')',
+    ]
+    lines += [f"curl -s -H \"Authorization: Bearer $JWT\" '{base}{uri}'" for uri in uris]
+    click.echo("\n".join(lines))
+
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+@click.command()
+@click.argument("method")
+@click.argument("uri")
+@click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
+@click.option("--token-key-stdin", is_flag=True, help="Read the token key from standard input.")
+@click.option(
+    "--token-key",
+    envvar="GRAPHSVC_TOKEN_KEY",
+    default=None,
+    help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
+)
+@click.option("--body", type=click.File("rb"), default=None, help="File holding the body.")
+@click.option("--curl", "as_curl", is_flag=True, help="Print curl -H options.")
+def sign(
+    method: str,
+    uri: str,
+    token_id: str,
+    token_key_stdin: bool,
+    token_key: str | None,
+    body: Any,
+    as_curl: bool,
+) -> None:
+    """Print the three headers of a signed request for METHOD and URI (path?query)."""
+    if method not in HTTP_METHODS:
+        fail(f"METHOD {method!r} must be one of {', '.join(HTTP_METHODS)}, as it is sent")
+    if not uri.startswith("/"):
+        fail(f"URI {uri!r} must start with '/': the path (and ?query) as it is sent")
+    if token_key_stdin:
+        token_key = read_stdin_secret("--token-key-stdin")
+    if not token_key:
+        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
+    assert token_key is not None
+    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    signature = sign_request(token_key, method, uri, date, body.read() if body else b"")
+    headers = {
+        "Authorization": f"svcsignature {token_id}",
+        "RequestDate": date,
+        "Signature": signature,
+    }
+    if as_curl:
+        click.echo(" ".join(f"-H '{k}: {v}'" for k, v in headers.items()))
+    else:
+        click.echo(json.dumps(headers, indent=2))

@@ -1,0 +1,188 @@
+"""Who am I, API tokens over HTTP (create, list, revoke, expire) and on the command line, and
+users an Administrator disables, enables, deletes or changes: every answer validated
+against the OpenAPI document, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from graphsvc import service
+from graphsvc.cli import main
+from graphsvc.store.db import run_in_transaction
+from tests.conftest import TEST_FERNET_KEY, Env, served, server_environment
+
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+
+def send(env: Env, method: str, uri: str, body: Any = None, token: Any = None) -> httpx.Response:
+    content = b"" if body is None else json.dumps(body).encode()
+    headers = env.signed_headers(method, uri, token, body=content)
+    return env.request(method, uri, headers, content=content or None)
+
+
+def test_self_names_the_caller_its_role_and_token(env: Env) -> None:
+    signed = env.get("/api/v2/self").json()["data"]
+    assert signed["principal_name"] == "admin" and signed["token"]["id"] == env.token.id
+    assert signed["token"]["key"] == "********"
+    role = signed["roles"][0]
+    assert role["name"] == "Administrator"
+    assert {"authority": "auth", "name": "ManageUsers"} in role["permissions"]
+    jwt = env.login()
+    session = env.request("GET", "/api/v2/self", {"Authorization": f"Bearer {jwt}"}).json()
+    assert session["data"]["token"] is None
+
+
+def test_upload_only_may_ask_who_it_is(env: Env) -> None:
+    uploader = env.user_with_token("uploader", "Upload-Only")
+    me = env.get("/api/v2/self", token=uploader).json()["data"]
+    names = {f"{p['authority']}/{p['name']}" for p in me["roles"][0]["permissions"]}
+    assert me["principal_name"] == "uploader" and "graphdb/Read" not in names
+    assert env.get(AGG, token=uploader).status_code == 403
+
+
+def test_create_list_use_and_revoke_an_own_token(env: Env) -> None:
+    reader = env.user_with_token("reader", "Read-Only")
+    made = send(env, "POST", "/api/v2/tokens", {"token_name": "ci"}, reader)
+    assert made.status_code == 200, made.text
+    created = made.json()["data"]
+    assert created["name"] == {"string": "ci", "valid": True} and len(created["key"]) > 20
+    assert created["expires_at"]["valid"] is False
+    fresh = service.CreatedToken(created["id"], created["key"], None)
+    assert env.get(AGG, token=fresh).status_code == 200
+    listed = send(env, "GET", "/api/v2/tokens", token=reader).json()["data"]["tokens"]
+    assert {t["id"] for t in listed} == {reader.id, fresh.id}
+    assert all(t["key"] == "********" for t in listed)
+    gone = send(env, "DELETE", f"/api/v2/tokens/{fresh.id}", token=reader)
+    assert gone.status_code == 200 and gone.json()["data"]["deleted_at"]["valid"] is True
+    refused = env.get(AGG, token=fresh)
+    assert refused.status_code == 401
+
+
+def test_only_an_administrator_acts_on_other_users_tokens(env: Env) -> None:
+    reader = env.user_with_token("reader", "Read-Only")
+    admin_id = env.get("/api/v2/self").json()["data"]["id"]
+    others = send(env, "GET", f"/api/v2/tokens?user_id={admin_id}", token=reader)
+    assert others.status_code == 403
+    made = send(env, "POST", "/api/v2/tokens", {"user_id": admin_id}, reader)
+    assert made.status_code == 403
+    assert send(env, "DELETE", f"/api/v2/tokens/{env.token.id}", token=reader).status_code == 404
+    everyone = send(env, "GET", "/api/v2/tokens").json()["data"]["tokens"]
+    assert {env.token.id, reader.id} <= {t["id"] for t in everyone}
+    assert send(env, "DELETE", f"/api/v2/tokens/{reader.id}").status_code == 200
+    assert env.get(AGG, token=reader).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "context"),
+    [
+        ({"expires_at": "2000-01-01T00:00:00Z"}, "expires_at"),
+        ({"lifetime_seconds": 5}, "body"),
+        ({"lifetime_seconds": 600, "expires_at": "2999-01-01T00:00:00Z"}, "expires_at"),
+        ({"token_name": 7}, "body"),
+        ({"surprise": True}, "body"),
+    ],
+)
+def test_bad_token_requests_are_400(env: Env, body: dict[str, Any], context: str) -> None:
+    response = send(env, "POST", "/api/v2/tokens", body)
+    assert response.status_code == 400 and response.json()["errors"][0]["context"] == context
+
+
+def test_an_expired_token_is_refused_saying_so(env: Env) -> None:
+    made = send(env, "POST", "/api/v2/tokens", {"lifetime_seconds": 600}).json()["data"]
+    assert made["expires_at"]["valid"] is True
+    past = datetime.now(UTC) - timedelta(minutes=1)
+
+    async def expired(conn):  # type: ignore[no-untyped-def]
+        user_id = await service.accounts.find_user_id(conn, "admin")
+        return await service.create_token(conn, env.keys, user_id=user_id, expires_at=past)
+
+    old = env.run_in_transaction(expired)
+    refused = env.get(AGG, token=old)
+    assert refused.status_code == 401 and "expired at" in refused.json()["errors"][0]["message"]
+
+
+def cli(env: Env, *args: str, stdin: str | None = None) -> Result:
+    environment = {
+        "GRAPHSVC_DATABASE_URL": env.url,
+        "GRAPHSVC_DATA_DIR": str(env.settings.data_dir),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+    }
+    return CliRunner().invoke(main, list(args), env=environment, input=stdin)
+
+
+def test_users_disabled_enabled_changed_and_deleted_on_the_command_line(env: Env) -> None:
+    worker = env.user_with_token("worker", "User", secret="worker-secret-1")
+    session = env.login("worker", "worker-secret-1")
+    bearer = {"Authorization": f"Bearer {session}"}
+    assert cli(env, "user", "disable", "worker").exit_code == 0
+    assert env.get(AGG, token=worker).json()["errors"][0]["message"] == "user is disabled"
+    assert env.request("GET", AGG, bearer).status_code == 401  # its sessions ended
+    assert cli(env, "user", "enable", "worker").exit_code == 0
+    assert env.get(AGG, token=worker).status_code == 200
+    assert cli(env, "user", "set-role", "worker", "Upload-Only").exit_code == 0
+    assert env.get(AGG, token=worker).status_code == 403
+    changed = cli(env, "user", "set-secret", "worker", stdin="another-secret-2\n")
+    assert changed.exit_code == 0, changed.output
+    env.login("worker", "another-secret-2")
+    listed = json.loads(cli(env, "user", "list", "--json").output)
+    assert {u["name"]: u["role"] for u in listed}["worker"] == "Upload-Only"
+    assert cli(env, "user", "delete", "worker").exit_code == 0
+    assert env.get(AGG, token=worker).status_code == 401
+    assert "worker" not in cli(env, "user", "list").output
+
+
+def test_tokens_on_the_command_line(env: Env) -> None:
+    made = cli(env, "token", "create", "--user", "admin", "--name", "ci", "--expires-in", "2h")
+    assert made.exit_code == 0, made.output
+    token_id = made.output.split("token id:")[1].split()[0]
+    listed = cli(env, "token", "list", "--user", "admin")
+    assert token_id in listed.output and "expires" in listed.output
+    assert cli(env, "token", "revoke", token_id).exit_code == 0
+    assert token_id not in cli(env, "token", "list").output
+    bad = cli(env, "token", "create", "--user", "admin", "--expires-in", "soon")
+    assert bad.exit_code == 1 and "--expires-in" in bad.stderr
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_token_revoked_on_one_replica_is_refused_by_another(
+    database_url: str, tmp_path: Path
+) -> None:
+    async def admin(conn):  # type: ignore[no-untyped-def]
+        from graphsvc.crypto import KeyBox
+
+        await service.create_user(conn, "admin", "Administrator", "admin-secret-1", False)
+        return await service.create_user_token(conn, KeyBox(TEST_FERNET_KEY.encode()), "admin")
+
+    token = asyncio.run(run_in_transaction(database_url, admin))
+    with contextlib.ExitStack() as stack:
+        bases = [
+            stack.enter_context(
+                served(
+                    server_environment(database_url, tmp_path / f"r{i}", token_cache_seconds="1")
+                )
+            )[0]
+            for i in range(2)
+        ]
+        signer = Env.__new__(Env)
+        signer.token = token
+
+        def get(base: str, method: str, uri: str) -> int:
+            headers = Env.signed_headers(signer, method, uri)
+            return httpx.request(method, base + uri, headers=headers, timeout=10).status_code
+
+        assert get(bases[1], "GET", AGG) == 200  # replica 1 now holds the record in its cache
+        assert get(bases[0], "DELETE", f"/api/v2/tokens/{token.id}") == 200
+        deadline = time.monotonic() + 1.5  # the cache time, and a margin
+        while time.monotonic() < deadline and get(bases[1], "GET", AGG) == 200:
+            time.sleep(0.1)
+        assert get(bases[1], "GET", AGG) == 401
