@@ -99,12 +99,19 @@ def assert_all_succeeded(outputs: list[str]) -> None:
 def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     folder = fresh_clone(tmp_path / "clone")
     (folder / "tests").symlink_to(REPOSITORY / "tests")  # the README ingests its fixtures
-    operations = readme_commands("The operations, one example each")
-    printed, examples = play_quickstart(folder, {}, "\n".join(operations))
+    operations = "\n".join(readme_commands("The operations, one example each"))
+    finding = "\n".join(readme_commands("Find the ids to ask for"))
+    tokens = "\n".join(readme_commands("Accounts, tokens and permissions"))
+    marker = "echo @@README@@"
+    printed, said = play_quickstart(folder, {}, "\n".join([operations, marker, finding, tokens]))
     assert_all_succeeded(printed)
+    examples, found = said.split("@@README@@\n")
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]
     assert len(answers) == 5
     assert_all_succeeded([json.dumps(a) for a in answers])
+    win10 = "S-1-5-21-3130019616-2776909439-2417379446-1104"
+    assert found.count(win10) >= 2 and "TESTLAB.LOCAL" in found and "token key:" in found
+    assert '"http_status"' not in found
     # The README's loading steps, as written, on the quickstart's store.
     loading = subprocess.run(
         ["bash", "-c", "set -e\n" + "\n".join(readme_commands("Load your own data"))],

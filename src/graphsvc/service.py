@@ -112,7 +112,12 @@ async def list_dcom_rights(
 ) -> wire.PagedNodeList:
     target = await graph.find_dcom_target(conn, object_id)
     if target is None:
-        raise not_found(f"no computer with object id {object_id}", "object_id")
+        raise not_found(
+            f"no computer with object id {object_id!r}; object ids are SIDs (S-1-5-21-...): "
+            f"find one by name with GET /api/v2/search?q=NAME&type=Computer "
+            f"or `graphsvc find NAME --kind Computer`",
+            "object_id",
+        )
     count, rows = await graph.list_dcom_holders(conn, target, sort, page.skip, page.limit)
     return wire.PagedNodeList(count, page.skip, page.limit, rows)
 

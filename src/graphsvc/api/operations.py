@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from graphsvc import access, service, wire
+from graphsvc import access, discovery, service, wire
 from graphsvc.api.auth import Authenticator
 from graphsvc.api.params import (
     INT32_SCHEMA,
@@ -31,6 +31,7 @@ from graphsvc.api.params import (
     PathParameter,
     QueryChoice,
     QueryInt32,
+    QueryText,
     QueryUUID,
     Sorting,
     TheCaller,
@@ -373,5 +374,63 @@ OPERATIONS: tuple[Operation, ...] = (
             PathParameter("token_id", "token_id", "Token id", UUID_SCHEMA, parse_uuid),
         ),
         writes=True,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/search",
+        "Search",
+        "Find nodes by object id (exact) or name (contains, case-insensitive)",
+        discovery.search,
+        wire.PagedSearchResults,
+        READ_ERRORS,
+        permission="graphdb/Read",
+        parameters=(
+            QueryText("q", "q", "An object id, or part of a name", required=True),
+            QueryText("type", "kind", "Only nodes of this kind (Computer, User, AZTenant, ...)"),
+            Paging(default_limit=10, cap=100),
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/available-domains",
+        "GetAvailableDomains",
+        "The AD domains and Azure tenants data exists for",
+        discovery.list_available_domains,
+        wire.DomainSelectorList,
+        READ_ERRORS,
+        permission="graphdb/Read",
+    ),
+    Operation(
+        "GET",
+        f"{V2}/saml",
+        "ListSAMLProviders",
+        "List SAML providers",
+        discovery.list_saml_providers,
+        wire.SamlProviderListResponse,
+        READ_ERRORS,
+        permission="auth/ManageProviders",
+        parameters=(BaseUrl(),),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/clients",
+        "ListClients",
+        "List collection clients (Enterprise edition)",
+        discovery.list_clients,
+        wire.PagedClients,
+        READ_ERRORS,
+        permission="clients/Read",
+        parameters=(Paging(default_limit=100),),
+        enterprise_only=True,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/graph-schema/extensions",
+        "ListGraphSchemaExtensions",
+        "Schema extensions and their environment kinds (the ids the aggregations ask for)",
+        discovery.list_extensions,
+        wire.ExtensionList,
+        READ_ERRORS,
+        permission="graphdb/Read",
     ),
 )

@@ -271,13 +271,15 @@ class QueryChoice:
 
 @dataclass(frozen=True)
 class Paging:
-    """`skip` and `limit`, as one Page."""
+    """`skip` and `limit`, as one Page; `limit` at most the max_limit setting, or `cap`."""
 
     default_limit: int
     argument: str = "page"
+    cap: int | None = None
 
     def parse(self, request: Request, app: Services) -> Page:
-        return parse_page(request.query, self.default_limit, app.settings.max_limit)
+        most = app.settings.max_limit if self.cap is None else min(self.cap, app.settings.max_limit)
+        return parse_page(request.query, self.default_limit, most)
 
     def document(self) -> list[Document]:
         return [
@@ -369,6 +371,23 @@ class TokenKeys:
 
     def document(self) -> list[Document]:
         return []
+
+
+@dataclass(frozen=True)
+class QueryText:
+    name: str
+    argument: str
+    description: str
+    required: bool = False
+
+    def parse(self, request: Request, app: Services) -> str | None:
+        value = single(request.query, self.name)
+        if self.required and not value:
+            raise bad_request(f"missing required query parameter: {self.name}", self.name)
+        return value
+
+    def document(self) -> list[Document]:
+        return [query_document(self.name, {"type": "string"}, self.description, self.required)]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ for command in (
     server.sign,
     data.ingest,
     data.schema,
+    data.find,
+    data.domains,
     accounts.user,
     accounts.token,
     accounts.saml,

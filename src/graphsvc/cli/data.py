@@ -10,11 +10,13 @@ from typing import Any
 import click
 import msgspec
 
-from graphsvc import service, wire
+from graphsvc import discovery, service, wire
 from graphsvc.cli.common import emit, fail, load_settings, run_in_transaction
+from graphsvc.discovery import ENVIRONMENT_TYPES
 from graphsvc.errors import ApiError
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.sources import Progress, Source
+from graphsvc.service import Page
 from graphsvc.store import db as database
 
 
@@ -70,6 +72,15 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
         )
     finally:
         progress.close()
+    environments = [
+        {"type": ENVIRONMENT_TYPES[e.label], "name": e.name, "id": e.object_id}
+        for e in result.environments
+    ]
+    lines = [
+        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
+        f"{len(result.files)} file(s)",
+        *(f"  {e['type']} {e['name']}: {e['id']}" for e in environments),
+    ]
     emit(
         as_json,
         {
@@ -78,10 +89,40 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
             "nodes": result.nodes,
             "edges": result.edges,
             "created_at": result.created_at,
+            "environments": environments,
         },
-        f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
-        f"{len(result.files)} file(s)",
+        "\n".join(lines),
     )
+
+
+@click.command()
+@click.argument("text")
+@click.option("--kind", default=None, help="Only nodes of this kind: Computer, User, AZTenant...")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
+@click.option("--json", "as_json", is_flag=True)
+def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
+    """Find nodes by object id or by a part of their name; prints their object ids."""
+
+    async def work(conn: database.Connection) -> wire.PagedSearchResults:
+        return await discovery.search(conn, text, kind, Page(0, limit))
+
+    found = run_in_transaction(load_settings(), work)
+    lines = [f"{n.objectid}  {n.type:<14} {n.name}" for n in found.data]
+    if found.count > len(found.data):
+        lines.append(f"... {found.count - len(found.data)} more; narrow the text or --kind")
+    emit(as_json, found, "\n".join(lines) or f"nothing matches {text!r}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def domains(as_json: bool) -> None:
+    """The AD domains and Azure tenants data exists for, with their ids."""
+    listed = run_in_transaction(load_settings(), discovery.list_available_domains)
+    lines = [
+        f"{d.id}  {d.type:<17} {d.name}{'' if d.collected else '  (referred to only)'}"
+        for d in listed.data
+    ]
+    emit(as_json, listed.data, "\n".join(lines) or "no domains or tenants yet")
 
 
 @click.group()

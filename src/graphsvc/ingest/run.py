@@ -33,6 +33,7 @@ class IngestResult:
     nodes: int
     edges: int
     created_at: datetime
+    environments: list[graph.EnvironmentNode]  # the domains and tenants it collected
 
 
 def reader(source: Source, progress: Progress | None) -> opengraph.Reader:
@@ -107,4 +108,5 @@ async def ingest_files(
     await graph.insert_ingest_run(conn, run_id, labels, nodes, edges, now)
     await statistics.record_run_statistics(conn, run_id, now)
     await graph.refresh_statistics_after(conn, nodes + edges)
-    return IngestResult(run_id, labels, nodes, edges, now)
+    environments = await graph.list_run_environments(conn, run_id)
+    return IngestResult(run_id, labels, nodes, edges, now, environments)

@@ -10,6 +10,7 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.store.db import Connection, in_list, list_param
+from graphsvc.store.paging import fetch_page
 
 COLLECTION_FLAGS = (
     "session_collection",
@@ -348,3 +349,16 @@ async def find_client_ids(conn: Connection, names: Sequence[str]) -> dict[str, s
         list_param(conn.dialect, names),
     )
     return {name: client_id for name, client_id in rows}
+
+
+async def list_client_ids(conn: Connection, skip: int, limit: int) -> tuple[int, list[str]]:
+    """One page of live clients' ids, by name, with the total."""
+    total, rows = await fetch_page(
+        conn,
+        """SELECT id, count(*) OVER () FROM clients WHERE deleted_at IS NULL
+        ORDER BY name, id""",
+        [],
+        skip,
+        limit,
+    )
+    return total, [r[0] for r in rows]

@@ -295,3 +295,67 @@ async def store_is_empty(conn: Connection) -> bool:
 async def find_newest_run_id(conn: Connection) -> str | None:
     found = await conn.fetchval("SELECT id FROM ingest_runs ORDER BY created_at DESC LIMIT 1")
     return None if found is None else str(found)
+
+
+@dataclass
+class FoundNode:
+    object_id: str
+    label: str
+    name: str
+    properties: dict[str, Any]
+
+
+def like_pattern(text: str) -> str:
+    """`text` with LIKE's wildcards escaped (the queries say ESCAPE '\\')."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+async def search_nodes(
+    conn: Connection, text: str, kind: str | None, skip: int, limit: int
+) -> tuple[int, list[FoundNode]]:
+    """Nodes whose object id is `text` or whose name contains it, case-insensitively: the
+    object id first, then names that start with it, then the rest, by name. Names are
+    matched by scanning (there is no index on a substring)."""
+    upper = text.upper()
+    args: list[Any] = [upper, like_pattern(upper) + "%", "%" + like_pattern(upper) + "%"]
+    kind_filter = ""
+    if kind is not None:
+        args.append(kind)
+        kind_filter = """AND EXISTS (SELECT 1 FROM node_kinds nk JOIN kinds k
+            ON k.id = nk.kind_id WHERE nk.node_id = n.id AND k.name = $4)"""
+    sql = f"""SELECT n.object_id, n.label, n.name, n.properties, count(*) OVER ()
+        FROM nodes n
+        WHERE (n.object_id = $1 OR upper(n.name) LIKE $3 ESCAPE '\\') {kind_filter}
+        ORDER BY CASE WHEN n.object_id = $1 THEN 0
+            WHEN upper(n.name) LIKE $2 ESCAPE '\\' THEN 1 ELSE 2 END, n.name, n.object_id"""
+    total, rows = await fetch_page(conn, sql, args, skip, limit)
+    return total, [FoundNode(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+
+@dataclass
+class EnvironmentNode:
+    object_id: str
+    label: str  # Domain or AZTenant
+    name: str
+    collected: bool  # a collector reported it, not only something that refers to it
+
+
+async def list_environment_nodes(conn: Connection) -> list[EnvironmentNode]:
+    """The AD domains and Azure tenants in the graph."""
+    rows = await conn.fetch(
+        """SELECT object_id, label, name, run_id IS NOT NULL FROM nodes
+        WHERE label IN ('Domain', 'AZTenant') ORDER BY label, name, object_id"""
+    )
+    return [EnvironmentNode(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+
+async def list_run_environments(conn: Connection, run_id: str) -> list[EnvironmentNode]:
+    """The AD domains and Azure tenants whose objects a run collected."""
+    rows = await conn.fetch(
+        """SELECT e.object_id, e.label, e.name, e.run_id IS NOT NULL FROM nodes e
+        WHERE e.label IN ('Domain', 'AZTenant') AND EXISTS (
+            SELECT 1 FROM nodes n WHERE n.environment_id = e.object_id AND n.run_id = $1)
+        ORDER BY e.label, e.name""",
+        run_id,
+    )
+    return [EnvironmentNode(r[0], r[1], r[2], bool(r[3])) for r in rows]

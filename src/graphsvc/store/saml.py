@@ -82,3 +82,8 @@ async def find_provider_ids(conn: Connection, names: Sequence[str]) -> dict[str,
         list_param(conn.dialect, names),
     )
     return {name: provider_id for name, provider_id in rows}
+
+
+async def list_provider_ids(conn: Connection) -> list[int]:
+    rows = await conn.fetch("SELECT id FROM saml_providers WHERE deleted_at IS NULL ORDER BY id")
+    return [r[0] for r in rows]
