@@ -186,3 +186,34 @@ def test_a_token_revoked_on_one_replica_is_refused_by_another(
         while time.monotonic() < deadline and get(bases[1], "GET", AGG) == 200:
             time.sleep(0.1)
         assert get(bases[1], "GET", AGG) == 401
+
+
+def test_an_administrator_manages_users_over_http(env: Env) -> None:
+    worker = env.user_with_token("worker", "User", secret="worker-secret-1")
+    users = send(env, "GET", "/api/v2/bloodhound-users").json()["data"]["users"]
+    by_name = {u["principal_name"]: u for u in users}
+    worker_id, admin_id = by_name["worker"]["id"], by_name["admin"]["id"]
+    assert by_name["worker"]["roles"][0]["name"] == "User"
+    path = f"/api/v2/bloodhound-users/{worker_id}"
+    assert send(env, "GET", path).json()["data"]["principal_name"] == "worker"
+    disabled = send(env, "PATCH", path, {"is_disabled": True})
+    assert disabled.status_code == 200 and disabled.json()["data"]["is_disabled"] is True
+    assert env.get(AGG, token=worker).status_code == 403
+    upload_only = 2  # the migration's second role
+    changed = send(env, "PATCH", path, {"is_disabled": False, "roles": [upload_only]})
+    assert changed.json()["data"]["roles"][0]["name"] == "Upload-Only"
+    secret = send(env, "PUT", f"{path}/secret", {"secret": "brand-new-secret-3"})
+    assert secret.status_code == 200
+    env.login("worker", "brand-new-secret-3")
+    short = send(env, "PUT", f"{path}/secret", {"secret": "short"})
+    assert short.status_code == 400
+    assert send(env, "PATCH", path, {"roles": [1, 2]}).status_code == 400
+    assert send(env, "PATCH", path, {"roles": [999]}).status_code == 400
+    myself = f"/api/v2/bloodhound-users/{admin_id}"
+    assert send(env, "PATCH", myself, {"is_disabled": True}).status_code == 400
+    assert send(env, "DELETE", myself).status_code == 400
+    assert send(env, "DELETE", path).status_code == 200
+    assert env.get(AGG, token=worker).status_code == 401
+    assert send(env, "GET", path).status_code == 404
+    reader = env.user_with_token("reader", "Read-Only")
+    assert send(env, "GET", "/api/v2/bloodhound-users", token=reader).status_code == 403

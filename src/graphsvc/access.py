@@ -135,7 +135,7 @@ def may_act_on(caller: Caller, user_id: str | None) -> bool:
     return user_id == caller.principal.user_id or ANY_USER in caller.permissions
 
 
-# --- users, from the command line -----------------------------------------------------------
+# --- users ------------------------------------------------------------------------------------
 
 
 async def find_user_by_name(conn: Connection, name: str) -> accounts.UserRow:
@@ -146,39 +146,82 @@ async def find_user_by_name(conn: Connection, name: str) -> accounts.UserRow:
     return user
 
 
-async def set_user_disabled(conn: Connection, name: str, disabled: bool) -> accounts.UserRow:
-    """Disabled, a user's sessions and tokens are refused (tokens within the token cache
-    time); enabled again, they work again."""
-    user = await find_user_by_name(conn, name)
-    await accounts.set_user_disabled(conn, user.id, disabled, datetime.now(UTC))
-    if disabled:
-        await accounts.delete_user_sessions(conn, user.id)
-    audit.info("user %s %s by %s", name, "disabled" if disabled else "enabled", actor(None))
-    user.disabled = disabled
+async def get_user_row(conn: Connection, user_id: str) -> accounts.UserRow:
+    user = await accounts.find_user(conn, user_id)
+    if user is None:
+        raise not_found(f"no user {user_id}", "user_id")
     return user
 
 
-async def delete_user(conn: Connection, name: str) -> accounts.UserRow:
-    user = await find_user_by_name(conn, name)
-    await accounts.delete_user(conn, user.id, datetime.now(UTC))
-    audit.info("user %s deleted by %s", name, actor(None))
+def not_oneself(caller: Caller | None, user_id: str, what: str) -> None:
+    """An Administrator cannot lock itself out over HTTP (the CLI can undo anything)."""
+    if caller is not None and caller.principal.user_id == user_id:
+        raise bad_request(f"you cannot {what} yourself", "user_id")
+
+
+async def describe_user(conn: Connection, user: accounts.UserRow) -> wire.User:
+    role_id = await accounts.find_role_id(conn, user.role)
+    assert role_id is not None
+    _, permissions = await accounts.role_permission_names(conn, role_id)
+    authorities = [wire.Permission(*p.split("/", 1)) for p in permissions]
+    return wire.User(
+        id=user.id,
+        principal_name=user.name,
+        is_disabled=user.disabled,
+        roles=[wire.Role(role_id, user.role, authorities)],
+        created_at=user.created_at,
+    )
+
+
+async def list_users(conn: Connection) -> wire.UserListResponse:
+    users = [await describe_user(conn, u) for u in await accounts.list_users(conn)]
+    return wire.UserListResponse(wire.UserList(users))
+
+
+async def get_user(conn: Connection, user_id: str) -> wire.UserResponse:
+    return wire.UserResponse(await describe_user(conn, await get_user_row(conn, user_id)))
+
+
+async def update_user(
+    conn: Connection, caller: Caller | None, user_id: str, body: wire.UserUpdate
+) -> wire.UserResponse:
+    """Disable or enable a user, or give it another role (one role per user). Disabled, its
+    sessions end at once and its tokens are refused within the token cache time."""
+    user = await get_user_row(conn, user_id)
+    now = datetime.now(UTC)
+    if body.roles is not None:
+        if len(body.roles) != 1:
+            raise bad_request("a user has exactly one role: give roles as [ROLE_ID]", "roles")
+        if not await accounts.role_exists(conn, body.roles[0]):
+            raise bad_request(f"no role {body.roles[0]}", "roles")
+        not_oneself(caller, user_id, "change the role of")
+        await accounts.set_user_role(conn, user_id, body.roles[0], now)
+        audit.info("user %s given role %s by %s", user.name, body.roles[0], actor(caller))
+    if body.is_disabled is not None:
+        not_oneself(caller, user_id, "disable")
+        await accounts.set_user_disabled(conn, user_id, body.is_disabled, now)
+        if body.is_disabled:
+            await accounts.delete_user_sessions(conn, user_id)
+        state = "disabled" if body.is_disabled else "enabled"
+        audit.info("user %s %s by %s", user.name, state, actor(caller))
+    return await get_user(conn, user_id)
+
+
+async def delete_user(conn: Connection, caller: Caller | None, user_id: str) -> wire.UserResponse:
+    """The user's sessions end and its tokens are revoked."""
+    user = await get_user(conn, user_id)
+    not_oneself(caller, user_id, "delete")
+    await accounts.delete_user(conn, user_id, datetime.now(UTC))
+    audit.info("user %s deleted by %s", user.data.principal_name, actor(caller))
     return user
 
 
-async def set_user_role(conn: Connection, name: str, role: str) -> accounts.UserRow:
-    user = await find_user_by_name(conn, name)
-    role_id = await accounts.find_role_id(conn, role)
-    if role_id is None:
-        roles = ", ".join(await accounts.list_role_names(conn))
-        raise bad_request(f"unknown role {role!r}; roles: {roles}", "role")
-    await accounts.set_user_role(conn, user.id, role_id, datetime.now(UTC))
-    audit.info("user %s given the role %s by %s", name, role, actor(None))
-    return await find_user_by_name(conn, name)
-
-
-async def set_user_secret(conn: Connection, name: str, secret: str) -> accounts.UserRow:
-    user = await find_user_by_name(conn, name)
-    await service.set_user_secret(conn, user.id, secret)
-    await accounts.delete_user_sessions(conn, user.id)
-    audit.info("user %s given a new secret by %s", name, actor(None))
-    return user
+async def set_user_secret(
+    conn: Connection, caller: Caller | None, user_id: str, body: wire.UserSecret
+) -> wire.UserResponse:
+    """A new login secret; the user's sessions end."""
+    user = await get_user_row(conn, user_id)
+    await service.set_user_secret(conn, user_id, body.secret)
+    await accounts.delete_user_sessions(conn, user_id)
+    audit.info("user %s given a new secret by %s", user.name, actor(caller))
+    return await get_user(conn, user_id)

@@ -412,6 +412,39 @@ class Requester(msgspec.Struct):
     token: AuthToken | None
 
 
+class User(msgspec.Struct):
+    id: UUID
+    principal_name: str
+    is_disabled: bool
+    roles: list[Role]
+    created_at: datetime
+
+
+class UserResponse(msgspec.Struct):
+    data: User
+
+
+class UserList(msgspec.Struct):
+    users: list[User]
+
+
+class UserListResponse(msgspec.Struct):
+    data: UserList
+
+
+class UserUpdate(msgspec.Struct):
+    """PATCH /api/v2/bloodhound-users/{user_id}: the reference's fields; graphsvc acts on
+    these two (its users have a name, a role and a secret, nothing else)."""
+
+    is_disabled: bool | None = None
+    roles: list[int] | None = None
+
+
+class UserSecret(msgspec.Struct):
+    secret: str
+    needs_password_reset: bool = False
+
+
 class SelfResponse(msgspec.Struct):
     data: Requester
 

@@ -75,39 +75,57 @@ def user_list(as_json: bool) -> None:
     emit(as_json, users, "\n".join(lines) or "no users")
 
 
-def change_user(change: Callable[[database.Connection], Awaitable[accounts.UserRow]]) -> None:
-    changed = run_in_transaction(load_settings(), change)
-    state = "disabled" if changed.disabled else "enabled"
-    click.echo(f"user {changed.name}: {changed.role}, {state}")
+def change_user(
+    name: str, change: Callable[[database.Connection, str], Awaitable[wire.UserResponse]]
+) -> None:
+    """Apply a change to the user of this name, as the operator of the server."""
+
+    async def work(conn: database.Connection) -> wire.UserResponse:
+        return await change(conn, (await access.find_user_by_name(conn, name)).id)
+
+    changed = run_in_transaction(load_settings(), work).data
+    state = "disabled" if changed.is_disabled else "enabled"
+    click.echo(f"user {changed.principal_name}: {changed.roles[0].name}, {state}")
 
 
 @user.command("disable")
 @click.argument("name")
 def user_disable(name: str) -> None:
     """Refuse the user's sessions at once and its tokens within the token cache time."""
-    change_user(lambda conn: access.set_user_disabled(conn, name, True))
+    body = wire.UserUpdate(is_disabled=True)
+    change_user(name, lambda conn, user_id: access.update_user(conn, None, user_id, body))
 
 
 @user.command("enable")
 @click.argument("name")
 def user_enable(name: str) -> None:
     """Let a disabled user in again."""
-    change_user(lambda conn: access.set_user_disabled(conn, name, False))
+    body = wire.UserUpdate(is_disabled=False)
+    change_user(name, lambda conn, user_id: access.update_user(conn, None, user_id, body))
 
 
 @user.command("delete")
 @click.argument("name")
 def user_delete(name: str) -> None:
     """Delete a user: its sessions end and its tokens are revoked."""
-    change_user(lambda conn: access.delete_user(conn, name))
+    change_user(name, lambda conn, user_id: access.delete_user(conn, None, user_id))
 
 
 @user.command("set-role")
 @click.argument("name")
 @click.argument("role")
 def user_set_role(name: str, role: str) -> None:
-    """Give a user another role."""
-    change_user(lambda conn: access.set_user_role(conn, name, role))
+    """Give a user another role (by name: Read-Only, User, Administrator, ...)."""
+
+    async def change(conn: database.Connection, user_id: str) -> wire.UserResponse:
+        role_id = await accounts.find_role_id(conn, role)
+        if role_id is None:
+            roles = ", ".join(await accounts.list_role_names(conn))
+            fail(f"unknown role {role!r}; roles: {roles}")
+        assert role_id is not None
+        return await access.update_user(conn, None, user_id, wire.UserUpdate(roles=[role_id]))
+
+    change_user(name, change)
 
 
 @user.command("set-secret")
@@ -121,8 +139,8 @@ def user_set_role(name: str, role: str) -> None:
 )
 def user_set_secret(name: str, secret: str | None) -> None:
     """Set a user's login secret (its sessions end)."""
-    new = secret or read_stdin_secret("set-secret")
-    change_user(lambda conn: access.set_user_secret(conn, name, new))
+    body = wire.UserSecret(secret or read_stdin_secret("set-secret"))
+    change_user(name, lambda conn, user_id: access.set_user_secret(conn, None, user_id, body))
 
 
 @click.group()

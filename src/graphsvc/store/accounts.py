@@ -27,6 +27,10 @@ async def find_role_id(conn: Connection, role_name: str) -> int | None:
     return None if found is None else int(found)
 
 
+async def role_exists(conn: Connection, role_id: int) -> bool:
+    return await conn.fetchval("SELECT 1 FROM roles WHERE id = $1", role_id) is not None
+
+
 async def list_role_names(conn: Connection) -> list[str]:
     return [r[0] for r in await conn.fetch("SELECT name FROM roles ORDER BY id")]
 
