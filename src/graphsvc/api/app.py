@@ -16,8 +16,9 @@ import msgspec
 
 from graphsvc.access import Caller
 from graphsvc.api.auth import Authenticator, Identity
+from graphsvc.api.handlers import PASSWORD_CHECKS_AT_ONCE, Context
 from graphsvc.api.openapi import build_openapi
-from graphsvc.api.operations import OPERATIONS, PASSWORD_CHECKS_AT_ONCE, Context, Operation
+from graphsvc.api.operations import OPERATIONS, Operation
 from graphsvc.api.ratelimit import (
     RateLimiter,
     client_address,

@@ -10,18 +10,15 @@ The others take the request itself and answer it (login, logout, health, this do
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Literal
 
 import msgspec
 
 from graphsvc import access, discovery, service, wire
-from graphsvc.api.auth import Authenticator
+from graphsvc.api.handlers import check_health, log_in, log_out, serve_openapi
 from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
@@ -41,35 +38,11 @@ from graphsvc.api.params import (
     parse_text,
     parse_uuid,
 )
-from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
-from graphsvc.api.web import Request, Response, decode_json, json_response
-from graphsvc.crypto import KeyBox
-from graphsvc.errors import ApiError, bad_request
-from graphsvc.settings import Settings
-from graphsvc.store import accounts
-from graphsvc.store.db import Database, ping
 from graphsvc.store.paging import SortKey
 
 log = logging.getLogger("graphsvc")
 V2 = "/api/v2"
-# Password checks run at most this many at a time (the cores of a small machine); a login
-# waits this long for its turn.
-PASSWORD_CHECKS_AT_ONCE = 2
-LOGIN_QUEUE_SECONDS = 2.0
 READ_ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500")
-
-
-@dataclass
-class Context:
-    """What the operations without a permission answer from."""
-
-    settings: Settings
-    db: Database
-    auth: Authenticator
-    keys: KeyBox  # seals API token keys at rest
-    openapi: bytes  # the encoded OpenAPI document
-    login_failures: RateLimiter  # counted per user name and per address
-    password_checks: asyncio.Semaphore  # how many run at once
 
 
 @dataclass(frozen=True)
@@ -89,84 +62,6 @@ class Operation:
     request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
     writes: bool = False  # runs in a write transaction
-
-
-# --- the operations that answer the request themselves ------------------------------------
-
-login_decoder = msgspec.json.Decoder(wire.LoginRequest)
-
-
-async def log_in(ctx: Context, request: Request) -> Response:
-    body = decode_json(login_decoder, await request.body(), "login body")
-    async with ctx.db.reading() as conn:
-        user = await service.find_login(conn, body)
-    address = client_address(request.scope, ctx.settings.trusted_proxies)
-    keys = [f"login:user:{body.username}", f"login:address:{address}"]
-    await refuse_throttled(ctx.login_failures, keys)
-    async with password_check_slot(ctx.password_checks):
-        # Again: logins that failed while this one waited count too.
-        await refuse_throttled(ctx.login_failures, keys)
-        try:
-            user = await asyncio.to_thread(service.check_login, user, body.secret)
-        except ApiError as exc:
-            if exc.status == 401:
-                for key in keys:
-                    await ctx.login_failures.check(key)
-            raise
-    lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
-    async with ctx.db.transaction() as conn:
-        reply = await service.open_session(conn, user, ctx.auth.jwt_key, lifetime)
-    return json_response(reply)
-
-
-async def refuse_throttled(failures: RateLimiter, keys: list[str]) -> None:
-    for key in keys:
-        verdict = await failures.peek(key)
-        if not verdict.admitted:
-            raise too_many_requests(verdict, "failed logins")
-
-
-@contextlib.asynccontextmanager
-async def password_check_slot(slots: asyncio.Semaphore) -> AsyncIterator[None]:
-    """Password checks run in a worker thread, a few at a time: each costs about 0.2 s of
-    CPU, and on the event loop eight at once took /health from 2 ms to 250 ms. A login that
-    gets no slot within LOGIN_QUEUE_SECONDS is a 503."""
-    try:
-        async with asyncio.timeout(LOGIN_QUEUE_SECONDS):
-            await slots.acquire()
-    except TimeoutError:
-        raise ApiError(
-            503, "too many logins at once: retry shortly", "login", {"Retry-After": "1"}
-        ) from None
-    try:
-        yield
-    finally:
-        slots.release()
-
-
-async def log_out(ctx: Context, request: Request) -> Response:
-    async with ctx.db.transaction() as conn:
-        identity = await ctx.auth.authenticate(conn, request)
-        if identity.session_id is None or identity.principal is None:
-            raise bad_request(
-                "logout ends a session: send the session's JWT as Bearer", "Authorization"
-            )
-        await accounts.delete_session(conn, identity.session_id)
-    return json_response(wire.LogoutResponse(wire.LogoutData(identity.principal.user_id, True)))
-
-
-async def check_health(ctx: Context, request: Request) -> Response:
-    try:
-        async with asyncio.timeout(5), ctx.db.reading() as conn:
-            await ping(conn)
-    except Exception as exc:
-        log.warning("health check: database unreachable: %s", exc)
-        raise ApiError(503, "database is unreachable", "database") from None
-    return json_response(wire.HealthResponse(wire.HealthData("ok", ctx.db.dialect)))
-
-
-async def serve_openapi(ctx: Context, request: Request) -> Response:
-    return Response(200, ctx.openapi)
 
 
 # --- the table ------------------------------------------------------------------------------
