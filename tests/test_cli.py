@@ -104,7 +104,8 @@ def test_user_and_token_work_on_the_server(cli: Callable[..., Result], make_env)
     )
     assert user["name"] == "analyst"
     token = ok_json(cli("token", "create", "--user", "analyst", "--json"))
-    assert set(token) == {"id", "key", "user_id"} and token["user_id"] == user["id"]
+    assert {"id", "key", "user_id", "expires_at"} <= set(token)
+    assert token["user_id"] == {"uuid": user["id"], "valid": True}
     env: Env = make_env()
     uri = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
     signed = cli("sign", "GET", uri, "--token-id", token["id"], "--token-key", token["key"])

@@ -9,7 +9,6 @@ The CLI runs on the server's host with the store's credentials, and so acts with
 from __future__ import annotations
 
 import getpass
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,11 +16,11 @@ from datetime import UTC, datetime, timedelta
 from graphsvc import service, wire
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request, forbidden, not_found
+from graphsvc.logs import audit
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
 from graphsvc.store.paging import SortKey
 
-audit = logging.getLogger("graphsvc.audit")
 OWN_TOKENS = "auth/CreateToken"
 ANY_USER = "auth/ManageUsers"
 
@@ -103,7 +102,13 @@ async def create_api_token(
     )
     token = await accounts.find_user_token(conn, created.id)
     assert token is not None
-    audit.info("token %s created for user %s by %s", created.id, user_id, actor(caller))
+    audit(
+        "token.created",
+        f"token {created.id} created for user {user_id} by {actor(caller)}",
+        token_id=created.id,
+        user_id=user_id,
+        actor=actor(caller),
+    )
     token.key = created.key
     return wire.AuthTokenResponse(token)
 
@@ -126,7 +131,13 @@ async def revoke_api_token(
         raise not_found(f"no token {token_id} of yours", "token_id")
     now = datetime.now(UTC)
     await accounts.revoke_token(conn, token_id, now)
-    audit.info("token %s of user %s revoked by %s", token_id, owner, actor(caller))
+    audit(
+        "token.revoked",
+        f"token {token_id} of user {owner} revoked by {actor(caller)}",
+        token_id=token_id,
+        user_id=owner,
+        actor=actor(caller),
+    )
     token.deleted_at = wire.null_time(now)
     return wire.AuthTokenResponse(token)
 
@@ -196,14 +207,19 @@ async def update_user(
             raise bad_request(f"no role {body.roles[0]}", "roles")
         not_oneself(caller, user_id, "change the role of")
         await accounts.set_user_role(conn, user_id, body.roles[0], now)
-        audit.info("user %s given role %s by %s", user.name, body.roles[0], actor(caller))
+        audit(
+            "user.role_changed",
+            f"user {user.name} given role {body.roles[0]} by {actor(caller)}",
+            user=user.name,
+            actor=actor(caller),
+        )
     if body.is_disabled is not None:
         not_oneself(caller, user_id, "disable")
         await accounts.set_user_disabled(conn, user_id, body.is_disabled, now)
         if body.is_disabled:
             await accounts.delete_user_sessions(conn, user_id)
         state = "disabled" if body.is_disabled else "enabled"
-        audit.info("user %s %s by %s", user.name, state, actor(caller))
+        audit(f"user.{state}", f"user {user.name} {state} by {actor(caller)}", user=user.name)
     return await get_user(conn, user_id)
 
 
@@ -212,7 +228,8 @@ async def delete_user(conn: Connection, caller: Caller | None, user_id: str) -> 
     user = await get_user(conn, user_id)
     not_oneself(caller, user_id, "delete")
     await accounts.delete_user(conn, user_id, datetime.now(UTC))
-    audit.info("user %s deleted by %s", user.data.principal_name, actor(caller))
+    name = user.data.principal_name
+    audit("user.deleted", f"user {name} deleted by {actor(caller)}", user=name)
     return user
 
 
@@ -223,5 +240,9 @@ async def set_user_secret(
     user = await get_user_row(conn, user_id)
     await service.set_user_secret(conn, user_id, body.secret)
     await accounts.delete_user_sessions(conn, user_id)
-    audit.info("user %s given a new secret by %s", user.name, actor(caller))
+    audit(
+        "user.secret_changed",
+        f"user {user.name} given a new secret by {actor(caller)}",
+        user=user.name,
+    )
     return await get_user(conn, user_id)

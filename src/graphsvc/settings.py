@@ -107,13 +107,19 @@ class Settings(BaseSettings):
     trusted_proxies: int = Field(0, ge=0)
     """How many reverse proxies in front of the server append to X-Forwarded-For (0: ignore it)."""
 
+    shutdown_grace_seconds: int = Field(30, ge=0)
+    """On SIGTERM, how long requests under way may take to finish before the server exits."""
+
     db_pool_size: int = Field(8, ge=1)
     """Database connections each server process keeps open."""
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of the server process (debug, info, warning, error)."""
 
-    @field_validator("log_level", mode="before")
+    log_format: Literal["auto", "json", "text"] = "auto"
+    """Log lines as JSON objects, or as text; auto: text on a terminal, JSON elsewhere."""
+
+    @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def lower_case_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value

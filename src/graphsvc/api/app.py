@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
 from datetime import UTC, datetime
 from functools import partial
@@ -46,6 +47,7 @@ from graphsvc.api.web import (
 )
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.logs import REQUESTS, audit
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import DATABASE_ERRORS, Database, create_database, redact_url
@@ -105,18 +107,50 @@ class App:
             return
         if scope["type"] != "http":
             return
-        request_id = str(uuid.uuid4())
+        started = time.perf_counter()
+        request_id = incoming_request_id(scope) or str(uuid.uuid4())
+        error: ApiError | None = None
         try:
             response = await self.respond(scope, receive)
         except ApiError as exc:
-            response = error_response(request_id, exc.status, exc.message, exc.context, exc.headers)
+            error = exc
         except Exception as exc:
             log.exception("unhandled error in request %s", request_id)
             if isinstance(exc, DATABASE_ERRORS):
-                response = error_response(request_id, 500, "database error", "database")
+                error = ApiError(500, "database error", "database")
             else:
-                response = error_response(request_id, 500, "internal server error", "server")
+                error = ApiError(500, "internal server error", "server")
+        if error is not None:
+            response = error_response(
+                request_id, error.status, error.message, error.context, error.headers
+            )
         await send_response(send, response, request_id, head=scope["method"] == "HEAD")
+        self.log_request(scope, request_id, response.status, started, error)
+
+    def log_request(
+        self, scope: Scope, request_id: str, status: int, started: float, error: ApiError | None
+    ) -> None:
+        """One line per request; a refused one is an audit event too."""
+        caller = scope.get(CALLER, {})
+        fields = {
+            "request_id": request_id,
+            "method": scope["method"],
+            "path": scope["path"],  # never the query: it can carry what a client should not log
+            "status": status,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "client": client_address(scope, self.settings.trusted_proxies),
+            **caller,
+        }
+        if error is not None:
+            fields["error_context"], fields["error"] = error.context, error.message
+        REQUESTS.log(
+            logging.WARNING if status >= 500 else logging.INFO, "request", extra={"fields": fields}
+        )
+        # A refused login is audited by the login itself, with the user name tried.
+        login = scope["path"] == LOGIN_PATH and status != 429
+        if error is not None and status in AUDITED and not login:
+            event, what = AUDITED[status]
+            audit(event, f"{what}: {error.message}", reason=error.message, **fields)
 
     async def respond(self, scope: Scope, receive: Receive) -> Response:
         path = scope["path"]
@@ -195,6 +229,7 @@ class App:
                 )
             async with connect() as conn:
                 identity = await self.auth.authenticate(conn, request)
+                request.scope[CALLER] = caller_fields(identity)
                 principal = self.auth.authorize(identity, op.permission)
                 request.caller = Caller(
                     principal, identity.token_id, self.auth.permissions_of(principal)
@@ -227,6 +262,33 @@ class App:
         if identity.token_id and self.auth.token_needs_touch(identity.token_id):
             async with self.db.transaction() as conn:
                 await accounts.touch_token(conn, identity.token_id, datetime.now(UTC))
+
+
+CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
+LOGIN_PATH = "/api/v2/login"  # its failures are audited with the user name tried
+AUDITED = {
+    401: ("auth.failed", "authentication failed"),
+    403: ("auth.forbidden", "permission refused"),
+    429: ("rate_limited", "rate limit reached"),
+}
+REQUEST_ID = re.compile(rb"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def incoming_request_id(scope: Scope) -> str | None:
+    """A client's X-Request-ID, when it is a UUID (the error body's request_id is one)."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            return value.decode().lower() if REQUEST_ID.fullmatch(value) else None
+    return None
+
+
+def caller_fields(identity: Identity) -> dict[str, str]:
+    fields = {}
+    if identity.principal is not None:
+        fields["user_id"] = identity.principal.user_id
+    if identity.token_id is not None:
+        fields["token_id"] = identity.token_id
+    return fields
 
 
 def create_app(settings: Settings, database: Database | None = None) -> App:

@@ -18,6 +18,7 @@ from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_request
 from graphsvc.api.web import Request, Response, decode_json, json_response
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request
+from graphsvc.logs import audit
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import Database, ping
@@ -61,10 +62,18 @@ async def log_in(ctx: Context, request: Request) -> Response:
             if exc.status == 401:
                 for key in keys:
                     await ctx.login_failures.check(key)
+            audit(
+                "login.failed",
+                f"login as {body.username!r} refused: {exc.message}",
+                user=body.username,
+                client=address,
+                reason=exc.message,
+            )
             raise
     lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
     async with ctx.db.transaction() as conn:
         reply = await service.open_session(conn, user, ctx.auth.jwt_key, lifetime)
+    audit("login", f"user {body.username} logged in", user=body.username, client=address)
     return json_response(reply)
 
 
@@ -101,6 +110,11 @@ async def log_out(ctx: Context, request: Request) -> Response:
                 "logout ends a session: send the session's JWT as Bearer", "Authorization"
             )
         await accounts.delete_session(conn, identity.session_id)
+    audit(
+        "logout",
+        f"user {identity.principal.user_id} logged out",
+        user_id=identity.principal.user_id,
+    )
     return json_response(wire.LogoutResponse(wire.LogoutData(identity.principal.user_id, True)))
 
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError
 from graphsvc.ingest.records import IngestError
+from graphsvc.logs import configure_logging
 from graphsvc.settings import Settings, describe_settings_error
 from graphsvc.store import db as database
 from graphsvc.store.migrate import upgrade_schema
@@ -28,11 +29,14 @@ def fail(message: str) -> None:
 
 
 def load_settings() -> Settings:
+    """The settings, with logging set up from them (audit events go to standard error)."""
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         fail(f"invalid configuration: {describe_settings_error(exc)}")
         raise
+    configure_logging(settings)
+    return settings
 
 
 def migrate(settings: Settings) -> None:

@@ -44,8 +44,11 @@ def serve(host: str, port: int) -> None:
         host=host,
         port=port,
         log_level=settings.log_level,
+        log_config=None,  # ours, set up by load_settings
+        access_log=False,  # graphsvc logs each request itself, with its id and caller
         proxy_headers=False,
         http=protocol,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
 
 
