@@ -351,6 +351,16 @@ class HealthResponse(msgspec.Struct):
     data: HealthData
 
 
+class ReadyData(msgspec.Struct):
+    status: str
+    database: str
+    redis: Literal["ok", "unreachable", "none"]
+
+
+class ReadyResponse(msgspec.Struct):
+    data: ReadyData
+
+
 class AuthToken(msgspec.Struct):
     """An API token of a user; `key` holds the key once, in the answer that creates it, and
     the mask everywhere else."""

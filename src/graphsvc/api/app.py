@@ -155,7 +155,7 @@ class App:
     async def respond(self, scope: Scope, receive: Receive) -> Response:
         path = scope["path"]
         # Counted before anything else runs, so refused requests cost as little as possible.
-        if self.limiter is not None and path != "/health":
+        if self.limiter is not None and path not in UNLIMITED:
             verdict = await self.limiter.check(client_address(scope, self.settings.trusted_proxies))
             if not verdict.admitted:
                 raise too_many_requests(verdict)
@@ -264,6 +264,7 @@ class App:
                 await accounts.touch_token(conn, identity.token_id, datetime.now(UTC))
 
 
+UNLIMITED = ("/health", "/ready")  # probes, which a load balancer sends often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
 LOGIN_PATH = "/api/v2/login"  # its failures are audited with the user name tried
 AUDITED = {

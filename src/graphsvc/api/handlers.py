@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 import msgspec
 
@@ -28,6 +29,7 @@ log = logging.getLogger("graphsvc")
 # waits this long for its turn.
 PASSWORD_CHECKS_AT_ONCE = 2
 LOGIN_QUEUE_SECONDS = 2.0
+READY_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass
@@ -126,6 +128,22 @@ async def check_health(ctx: Context, request: Request) -> Response:
         log.warning("health check: database unreachable: %s", exc)
         raise ApiError(503, "database is unreachable", "database") from None
     return json_response(wire.HealthResponse(wire.HealthData("ok", ctx.db.dialect)))
+
+
+async def check_readiness(ctx: Context, request: Request) -> Response:
+    """Whether this replica can serve: its database answers within READY_TIMEOUT_SECONDS
+    (else 503); Redis, when configured, is reported but does not decide, since without it
+    the replica still serves, counting its limits alone."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS), ctx.db.reading() as conn:
+            await ping(conn)
+    except Exception as exc:
+        log.warning("readiness: database unreachable: %s", exc)
+        raise ApiError(503, "database is unreachable", "database") from None
+    redis: Literal["ok", "unreachable", "none"] = "none"
+    if ctx.settings.redis_url:
+        redis = "ok" if await ctx.login_failures.redis_answers() else "unreachable"
+    return json_response(wire.ReadyResponse(wire.ReadyData("ready", ctx.db.dialect, redis)))
 
 
 async def serve_openapi(ctx: Context, request: Request) -> Response:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from graphsvc import access, discovery, service, wire
-from graphsvc.api.handlers import check_health, log_in, log_out, serve_openapi
+from graphsvc.api.handlers import check_health, check_readiness, log_in, log_out, serve_openapi
 from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
@@ -81,6 +81,16 @@ OPERATIONS: tuple[Operation, ...] = (
         "Liveness and database reachability",
         check_health,
         wire.HealthResponse,
+        ("413", "503"),
+        authentication="none",
+    ),
+    Operation(
+        "GET",
+        "/ready",
+        "Ready",
+        "Readiness: whether the database (and Redis, when configured) answer",
+        check_readiness,
+        wire.ReadyResponse,
         ("413", "503"),
         authentication="none",
     ),

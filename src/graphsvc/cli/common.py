@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -58,17 +59,27 @@ def migrate(settings: Settings) -> None:
 def run_in_transaction(
     settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
 ) -> T:
-    """Migrate, then run `work` in one write transaction: all of it lands or none of it."""
+    """Migrate, then run `work` in one write transaction: all of it lands or none of it.
+    SIGTERM, like Ctrl-C, stops it with the transaction rolled back."""
     migrate(settings)
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
         return asyncio.run(database.run_in_transaction(settings.resolved_database_url(), work))
+    except KeyboardInterrupt:
+        fail("interrupted: the transaction was rolled back, nothing was written")
     except ApiError as exc:
         fail(f"{exc.context}: {exc.message}")
     except IngestError as exc:
         fail(f"{exc} (nothing was written)")
     except database.DATABASE_ERRORS as exc:
         fail(f"{database.describe_database_error(exc)} (nothing was written)")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     raise AssertionError("unreachable")
+
+
+def stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def read_stdin_secret(option: str) -> str:

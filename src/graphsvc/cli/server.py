@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import secrets
+import signal
+import sys
 from datetime import UTC, datetime
+from importlib.metadata import version
 from typing import Any
 
 import click
@@ -19,7 +23,10 @@ from graphsvc.cli.common import (
     run_in_transaction,
 )
 from graphsvc.crypto import sign_request
+from graphsvc.settings import Settings
 from graphsvc.store import db as database
+
+log = logging.getLogger("graphsvc")
 
 
 @click.command()
@@ -36,9 +43,12 @@ def serve(host: str, port: int) -> None:
     migrate(settings)
     # Each connection holds a file; keep a margin for the database, Redis and logs.
     open_files = raise_open_file_limit()
-    protocol = GuardedHttpProtocol.configure(
-        settings.header_timeout_seconds, min(settings.max_connections, open_files - 64)
-    )
+    max_connections = min(settings.max_connections, open_files - 64)
+    protocol = GuardedHttpProtocol.configure(settings.header_timeout_seconds, max_connections)
+    announce(settings, host, port, max_connections)
+    # uvicorn finishes the requests under way, then raises the signal again for the handler
+    # it found: a stop asked for by SIGTERM is a clean exit, status 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     uvicorn.run(
         create_app(settings),
         host=host,
@@ -50,6 +60,43 @@ def serve(host: str, port: int) -> None:
         http=protocol,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
+
+
+def announce(settings: Settings, host: str, port: int, max_connections: int) -> None:
+    """The start line an operator checks, and a warning for each weaker setting."""
+    limits = (
+        f"{settings.rate_limit_per_second}/s (+{settings.rate_limit_burst} burst) per client"
+        if settings.rate_limit_per_second
+        else "off"
+    )
+    log.info(
+        "graphsvc %s serving on http://%s:%d: store %s, edition %s, rate limit %s%s, "
+        "at most %d connections",
+        version("graphsvc"),
+        host,
+        port,
+        database.redact_url(settings.resolved_database_url()),
+        settings.edition,
+        limits,
+        " (shared through Redis)" if settings.redis_url else "",
+        max_connections,
+    )
+    weaker = {
+        "GRAPHSVC_SDK_COMPATIBILITY is on: signatures need not cover the query string": (
+            settings.sdk_compatibility
+        ),
+        "GRAPHSVC_ACCEPT_LOCAL_TIME_SIGNATURES is on: a captured signed request stays good "
+        "for up to 26 hours longer": settings.accept_local_time_signatures,
+        "GRAPHSVC_ALLOW_UNLIMITED_WAIT is on: a client may ask for no timeout at all": (
+            settings.allow_unlimited_wait
+        ),
+        "GRAPHSVC_RATE_LIMIT_PER_SECOND is 0: requests are not rate limited": (
+            settings.rate_limit_per_second == 0
+        ),
+    }
+    for warning, applies in weaker.items():
+        if applies:
+            log.warning("weaker setting: %s", warning)
 
 
 @click.group()

@@ -1,0 +1,189 @@
+"""What an operator reads: one line per request whose id matches the response's, the audit
+events with their reasons, and never a secret in any line."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from graphsvc import service
+from graphsvc.cli import main
+from graphsvc.demo.dataset import DemoResult
+from graphsvc.logs import JsonLines
+from tests.conftest import TEST_FERNET_KEY, Env
+
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+
+@pytest.fixture
+def lines() -> Iterator[io.StringIO]:
+    """Every graphsvc log record of the test, as the JSON lines an operator would read."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("graphsvc")
+    logger.addHandler(handler)
+    previous = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield buffer
+    logger.removeHandler(handler)
+    logger.setLevel(previous)
+
+
+def records(buffer: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+def request_lines(buffer: io.StringIO) -> list[dict[str, object]]:
+    return [r for r in records(buffer) if r["logger"] == "graphsvc.request"]
+
+
+def events(buffer: io.StringIO) -> list[dict[str, object]]:
+    return [r for r in records(buffer) if r["logger"] == "graphsvc.audit"]
+
+
+def test_the_request_id_is_the_same_in_header_body_and_log(env: Env, lines: io.StringIO) -> None:
+    response = env.get("/api/v2/saml/providers/999")
+    assert response.status_code == 404
+    request_id = response.headers["requestid"]
+    assert response.json()["request_id"] == request_id
+    line = request_lines(lines)[-1]
+    assert line["request_id"] == request_id and line["status"] == 404
+    assert line["path"] == "/api/v2/saml/providers/999" and line["method"] == "GET"
+    assert line["token_id"] == env.token.id and line["error_context"] == "saml_provider_id"
+    assert isinstance(line["duration_ms"], float) and line["client"]
+
+
+def test_an_incoming_request_id_is_kept_when_it_is_a_uuid(env: Env, lines: io.StringIO) -> None:
+    mine = str(uuid.uuid4())
+    kept = env.get(AGG, headers={"X-Request-ID": mine.upper()})
+    assert kept.headers["requestid"] == mine == request_lines(lines)[-1]["request_id"]
+    replaced = env.get(AGG, headers={"X-Request-ID": "not-a-uuid; rm -rf /"})
+    assert replaced.headers["requestid"] != "not-a-uuid; rm -rf /"
+    uuid.UUID(replaced.headers["requestid"])
+
+
+def test_audit_events_name_what_happened(env: Env, lines: io.StringIO) -> None:
+    env.login()
+    bad_login = env.request(
+        "POST",
+        "/api/v2/login",
+        content=b'{"login_method": "secret", "username": "admin", "secret": "wrong-guess"}',
+    )
+    assert bad_login.status_code == 401
+    jwt = env.login()
+    env.request("POST", "/api/v2/logout", {"Authorization": f"Bearer {jwt}"})
+    unknown = service.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
+    env.get(AGG, token=unknown)
+    stale = env.signed_headers("GET", AGG, date=datetime.now(UTC) - timedelta(hours=5))
+    env.request("GET", AGG, stale)
+    reader = env.user_with_token("reader", "Read-Only")
+    env.get("/api/v2/saml/providers/1", token=reader)
+    seen = {(e["event"], e.get("reason")) for e in events(lines)}
+    names = [e["event"] for e in events(lines)]
+    assert names.count("login") == 2 and "logout" in names
+    failed = next(e for e in events(lines) if e["event"] == "login.failed")
+    assert failed["user"] == "admin" and failed["reason"] == "invalid username or secret"
+    assert ("auth.failed", "invalid signature or unknown token id") in seen
+    assert any(e == "auth.failed" and "stale RequestDate" in str(r) for e, r in seen)
+    assert ("auth.forbidden", "permission auth/ManageProviders is required") in seen
+
+
+def test_a_rate_limited_client_is_an_audit_event(make_env, lines: io.StringIO) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(rate_limit_per_second=1, rate_limit_burst=0)
+    env.create_admin()
+    statuses = [env.get(AGG).status_code for _ in range(4)]
+    assert 429 in statuses
+    limited = [e for e in events(lines) if e["event"] == "rate_limited"]
+    assert limited and limited[0]["status"] == 429
+
+
+def test_account_changes_on_the_command_line_are_audited(env: Env, lines: io.StringIO) -> None:
+    environment = {
+        "GRAPHSVC_DATABASE_URL": env.url,
+        "GRAPHSVC_DATA_DIR": str(env.settings.data_dir),
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+    }
+    runner = CliRunner()
+    made = runner.invoke(main, ["token", "create", "--user", "admin", "--json"], env=environment)
+    token_id = json.loads(made.stdout)["id"]
+    runner.invoke(main, ["token", "revoke", token_id], env=environment)
+    runner.invoke(main, ["user", "create", "temp", "--role", "User"], env=environment)
+    runner.invoke(main, ["user", "disable", "temp"], env=environment)
+    names = [e["event"] for e in events(lines)]
+    assert {"token.created", "token.revoked", "user.disabled"} <= set(names)
+    revoked = next(e for e in events(lines) if e["event"] == "token.revoked")
+    assert revoked["token_id"] == token_id and "command line" in str(revoked["actor"])
+
+
+def test_no_secret_reaches_any_log_line(
+    demo_env: tuple[Env, DemoResult], lines: io.StringIO
+) -> None:
+    env, demo = demo_env
+    jwt = env.login("admin", demo.admin_secret)
+    env.request("GET", AGG, {"Authorization": f"Bearer {jwt}"})
+    env.request("GET", AGG, {"Authorization": f"Bearer {jwt}x"})
+    for uri in (AGG, f"/api/v2/computers/{demo.computer_object_ids[0]}/dcom-rights"):
+        env.get(uri)
+    env.request("GET", AGG, {**env.signed_headers("GET", AGG), "Signature": "AAAA"})
+    env.request(
+        "POST",
+        "/api/v2/login",
+        content=json.dumps(
+            {"login_method": "secret", "username": "admin", "secret": demo.admin_secret + "x"}
+        ).encode(),
+    )
+    made = env.get("/api/v2/self").json()["data"]["token"]["id"]
+    text = lines.getvalue()
+    assert made in text  # the lines are there...
+    signature = env.signed_headers("GET", AGG)["Signature"]
+    for secret in (demo.admin_secret, demo.token_key, jwt, signature, TEST_FERNET_KEY):
+        assert secret not in text  # ...and no secret is in them
+
+
+def test_readiness_reports_the_database_and_redis(make_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from graphsvc.api import handlers
+    from tests.conftest import free_port
+
+    env = make_env()
+    ready = env.request("GET", "/ready").json()["data"]
+    assert ready["status"] == "ready" and ready["redis"] == "none"
+    silent = make_env(redis_url=f"redis://127.0.0.1:{free_port()}/0", rate_limit_per_second=5)
+    assert silent.request("GET", "/ready").json()["data"]["redis"] == "unreachable"
+
+    async def unreachable(conn: object) -> None:
+        raise ConnectionRefusedError("connection refused")
+
+    monkeypatch.setattr(handlers, "ping", unreachable)
+    assert env.request("GET", "/ready").status_code == 503
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_the_start_line_masks_the_password_and_weaker_settings_warn(
+    database_url: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import served, server_environment
+
+    with_password = database_url.replace("postgres@", "postgres:hunter2@", 1)
+    environment = server_environment(
+        with_password,
+        tmp_path,
+        sdk_compatibility="true",
+        rate_limit_per_second="0",
+        log_level="info",
+    )
+    with served(environment) as (_, process):
+        pass
+    assert process.stderr is not None
+    logged = process.stderr.read().decode()
+    assert "postgres:***@" in logged and "hunter2" not in logged
+    assert "weaker setting: GRAPHSVC_SDK_COMPATIBILITY" in logged
+    assert "weaker setting: GRAPHSVC_RATE_LIMIT_PER_SECOND is 0" in logged
+    assert "serving on http://127.0.0.1:" in logged
