@@ -7,7 +7,14 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
@@ -107,6 +114,12 @@ class Settings(BaseSettings):
     trusted_proxies: int = Field(0, ge=0)
     """How many reverse proxies in front of the server append to X-Forwarded-For (0: ignore it)."""
 
+    metrics: Literal["off", "open", "token"] = "off"
+    """GET /metrics (Prometheus text): off (404), open, or token (GRAPHSVC_METRICS_TOKEN)."""
+
+    metrics_token: SecretStr | None = None
+    """The bearer token a scraper sends for GET /metrics when GRAPHSVC_METRICS=token."""
+
     shutdown_grace_seconds: int = Field(30, ge=0)
     """On SIGTERM, how long requests under way may take to finish before the server exits."""
 
@@ -118,6 +131,12 @@ class Settings(BaseSettings):
 
     log_format: Literal["auto", "json", "text"] = "auto"
     """Log lines as JSON objects, or as text; auto: text on a terminal, JSON elsewhere."""
+
+    @model_validator(mode="after")
+    def metrics_token_given(self) -> Settings:
+        if self.metrics == "token" and self.metrics_token is None:
+            raise ValueError("GRAPHSVC_METRICS=token needs GRAPHSVC_METRICS_TOKEN")
+        return self
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
@@ -166,7 +185,7 @@ def read_or_create_secret(path: Path, fresh: str) -> bytes:
     return fresh.encode()
 
 
-SECRET_SETTINGS = {"jwt_secret", "token_encryption_key"}
+SECRET_SETTINGS = {"jwt_secret", "token_encryption_key", "metrics_token"}
 
 
 def describe_settings_error(error: ValidationError) -> str:
@@ -175,13 +194,16 @@ def describe_settings_error(error: ValidationError) -> str:
 
     parts = []
     for problem in error.errors():
-        name = str(problem["loc"][0]) if problem["loc"] else ""
-        variable = (
-            name.upper() if name.upper().startswith("GRAPHSVC_") else f"GRAPHSVC_{name.upper()}"
-        )
+        message = problem["msg"].removeprefix("Value error, ").removeprefix("Input ")
+        if not problem["loc"]:  # a rule across settings: its message names them
+            parts.append(message)
+            continue
+        name = str(problem["loc"][0])
+        variable = name.upper()
+        if not variable.startswith("GRAPHSVC_"):  # an alias is the variable's whole name
+            variable = f"GRAPHSVC_{variable}"
         shown = "(hidden)" if name in SECRET_SETTINGS else repr(problem.get("input"))
         if name == "database_url" and isinstance(problem.get("input"), str):
             shown = repr(redact_url(problem["input"]))
-        message = problem["msg"].removeprefix("Value error, ").removeprefix("Input ")
         parts.append(f"{variable}={shown}: {message}")
     return "; ".join(parts)

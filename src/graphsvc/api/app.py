@@ -18,6 +18,7 @@ import msgspec
 from graphsvc.access import Caller
 from graphsvc.api.auth import Authenticator, Identity
 from graphsvc.api.handlers import PASSWORD_CHECKS_AT_ONCE, Context
+from graphsvc.api.metrics import Metrics
 from graphsvc.api.openapi import build_openapi
 from graphsvc.api.operations import OPERATIONS, Operation
 from graphsvc.api.ratelimit import (
@@ -70,17 +71,6 @@ class App:
             settings.resolved_jwt_secret(),
             KeyBox(settings.resolved_token_encryption_key()),
         )
-        self.context = Context(
-            settings,
-            self.db,
-            self.auth,
-            self.auth.keys,
-            encode(build_openapi(OPERATIONS)),
-            RateLimiter(
-                login_failure_windows(settings.login_failures_per_minute), settings.redis_url
-            ),
-            asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
-        )
         self.limiter = (
             RateLimiter(
                 request_windows(settings.rate_limit_per_second, settings.rate_limit_burst),
@@ -88,6 +78,19 @@ class App:
             )
             if settings.rate_limit_per_second > 0
             else None
+        )
+        self.metrics = Metrics(self.db, self.limiter)
+        self.context = Context(
+            settings,
+            self.db,
+            self.auth,
+            self.auth.keys,
+            self.metrics,
+            encode(build_openapi(OPERATIONS)),
+            RateLimiter(
+                login_failure_windows(settings.login_failures_per_minute), settings.redis_url
+            ),
+            asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
         )
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
@@ -97,6 +100,7 @@ class App:
                 path,
                 {op.method: self.endpoint(op) for op in ops},
                 max(op.max_body_bytes or settings.max_body_bytes for op in ops),
+                {op.method: op.operation_id for op in ops},
             )
             for path, ops in by_path.items()
         ]
@@ -138,11 +142,15 @@ class App:
             "path": scope["path"],  # never the query: it can carry what a client should not log
             "status": status,
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "operation": scope.get(OPERATION, "unknown"),
             "client": client_address(scope, self.settings.trusted_proxies),
             **caller,
         }
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
+        operation = scope.get(OPERATION, "unknown")
+        seconds = time.perf_counter() - started
+        self.metrics.observe(operation, status, seconds, None if error is None else error.message)
         REQUESTS.log(
             logging.WARNING if status >= 500 else logging.INFO, "request", extra={"fields": fields}
         )
@@ -175,6 +183,7 @@ class App:
         length = declared_length(scope)
         if length is not None and length > matched.max_body:
             raise body_too_large(matched.max_body)
+        scope[OPERATION] = matched.operation_ids["GET" if method == "HEAD" else method]
         request = Request(
             scope, receive, path_params, matched.max_body, self.settings.body_timeout_seconds
         )
@@ -264,8 +273,9 @@ class App:
                 await accounts.touch_token(conn, identity.token_id, datetime.now(UTC))
 
 
-UNLIMITED = ("/health", "/ready")  # probes, which a load balancer sends often
+UNLIMITED = ("/health", "/ready", "/metrics")  # probes and scrapes, sent often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
+OPERATION = "graphsvc.operation"  # and the operationId it is
 LOGIN_PATH = "/api/v2/login"  # its failures are audited with the user name tried
 AUDITED = {
     401: ("auth.failed", "authentication failed"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,10 +16,11 @@ import msgspec
 
 from graphsvc import service, wire
 from graphsvc.api.auth import Authenticator
+from graphsvc.api.metrics import Metrics
 from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
 from graphsvc.api.web import Request, Response, decode_json, json_response
 from graphsvc.crypto import KeyBox
-from graphsvc.errors import ApiError, bad_request
+from graphsvc.errors import ApiError, bad_request, unauthorized
 from graphsvc.logs import audit
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
@@ -30,6 +32,7 @@ log = logging.getLogger("graphsvc")
 PASSWORD_CHECKS_AT_ONCE = 2
 LOGIN_QUEUE_SECONDS = 2.0
 READY_TIMEOUT_SECONDS = 2.0
+METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Context:
     db: Database
     auth: Authenticator
     keys: KeyBox  # seals API token keys at rest
+    metrics: Metrics
     openapi: bytes  # the encoded OpenAPI document
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
@@ -144,6 +148,21 @@ async def check_readiness(ctx: Context, request: Request) -> Response:
     if ctx.settings.redis_url:
         redis = "ok" if await ctx.login_failures.redis_answers() else "unreachable"
     return json_response(wire.ReadyResponse(wire.ReadyData("ready", ctx.db.dialect, redis)))
+
+
+async def serve_metrics(ctx: Context, request: Request) -> Response:
+    """Prometheus text, if GRAPHSVC_METRICS allows: off by default, since the figures tell
+    an outsider about the traffic and the failures; a scraper sends the token as Bearer."""
+    if ctx.settings.metrics == "off":
+        raise ApiError(404, "metrics are off: set GRAPHSVC_METRICS to open or token", "route")
+    if ctx.settings.metrics == "token":
+        assert ctx.settings.metrics_token is not None
+        expected = f"Bearer {ctx.settings.metrics_token.get_secret_value()}"
+        if not hmac.compare_digest(request.headers.get("authorization", ""), expected):
+            raise unauthorized(
+                "GET /metrics needs 'Authorization: Bearer <GRAPHSVC_METRICS_TOKEN>'"
+            )
+    return Response(200, ctx.metrics.exposition(), content_type=METRICS_MEDIA_TYPE.encode())
 
 
 async def serve_openapi(ctx: Context, request: Request) -> Response:

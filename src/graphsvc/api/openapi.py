@@ -47,8 +47,11 @@ def json_content(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def describe_operation(op: Operation) -> dict[str, Any]:
-    schema = ref(op.response) if op.response is not None else {"type": "object"}
-    responses: dict[str, Any] = {"200": {"description": "OK", "content": json_content(schema)}}
+    if op.media_type != "application/json":
+        content = {op.media_type: {"schema": {"type": "string"}}}
+    else:
+        content = json_content(ref(op.response) if op.response else {"type": "object"})
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": content}}
     for status in op.errors:
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}

@@ -18,7 +18,15 @@ from typing import Any, Literal
 import msgspec
 
 from graphsvc import access, discovery, service, wire
-from graphsvc.api.handlers import check_health, check_readiness, log_in, log_out, serve_openapi
+from graphsvc.api.handlers import (
+    METRICS_MEDIA_TYPE,
+    check_health,
+    check_readiness,
+    log_in,
+    log_out,
+    serve_metrics,
+    serve_openapi,
+)
 from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
@@ -62,6 +70,7 @@ class Operation:
     request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
     writes: bool = False  # runs in a write transaction
+    media_type: str = "application/json"  # of the 200 answer
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -93,6 +102,17 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.ReadyResponse,
         ("413", "503"),
         authentication="none",
+    ),
+    Operation(
+        "GET",
+        "/metrics",
+        "Metrics",
+        "Prometheus metrics of this process (GRAPHSVC_METRICS: off, open or token)",
+        serve_metrics,
+        None,
+        ("401", "404", "413", "429"),
+        authentication="none",
+        media_type=METRICS_MEDIA_TYPE,
     ),
     Operation(
         "GET",

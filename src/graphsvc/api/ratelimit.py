@@ -127,6 +127,10 @@ class RateLimiter:
         except (TimeoutError, StorageError, OSError):
             return False
 
+    def redis_failing(self) -> bool:
+        """Redis is configured but has stopped answering: limits are counted in memory."""
+        return self.redis is not None and self.redis_failed_at is not None
+
     def redis_usable(self) -> bool:
         failed = self.redis_failed_at
         return failed is None or time.monotonic() - failed >= REDIS_RETRY_SECONDS

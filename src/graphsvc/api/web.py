@@ -131,6 +131,7 @@ class Response:
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: bytes = b"application/json"  # every answer but the metrics
 
 
 def json_response(
@@ -150,9 +151,9 @@ def error_response(
 
 
 async def send_response(send: Send, response: Response, request_id: str, head: bool) -> None:
-    """Every answer is JSON and carries the request's id; HEAD gets the headers only."""
+    """Every answer carries the request's id; HEAD gets the headers only."""
     headers = [
-        (b"content-type", b"application/json"),
+        (b"content-type", response.content_type),
         (b"content-length", str(len(response.body)).encode()),
         (b"requestid", request_id.encode()),
         *((name.lower().encode(), value.encode()) for name, value in response.headers.items()),
@@ -169,13 +170,19 @@ class Route:
     pattern: re.Pattern[str]
     methods: dict[str, Endpoint]
     max_body: int  # the most body bytes a request to it may send
+    operation_ids: dict[str, str]  # by method, for logs and metrics
 
 
-def route(template: str, methods: dict[str, Endpoint], max_body: int) -> Route:
+def route(
+    template: str, methods: dict[str, Endpoint], max_body: int, operation_ids: dict[str, str]
+) -> Route:
     """A route for a path like /a/{name}/b: each {name} matches one non-empty segment."""
     pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
     return Route(
-        re.compile(pattern), {method.upper(): e for method, e in methods.items()}, max_body
+        re.compile(pattern),
+        {method.upper(): e for method, e in methods.items()},
+        max_body,
+        operation_ids,
     )
 
 

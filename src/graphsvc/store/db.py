@@ -56,6 +56,7 @@ class Database(Protocol):
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
+    def connections_in_use(self) -> int: ...
     def reading(self) -> contextlib.AbstractAsyncContextManager[Connection]:
         """A connection in autocommit: each statement reads its own consistent snapshot."""
         ...
@@ -346,6 +347,9 @@ class SQLiteDatabase:
         for _ in range(self.pool_size):
             self.idle.put_nowait(self._connect())
 
+    def connections_in_use(self) -> int:
+        return 0 if self.idle is None else self.pool_size - self.idle.qsize()
+
     async def close(self) -> None:
         if self.idle is not None:
             while not self.idle.empty():
@@ -442,6 +446,11 @@ class PostgresDatabase:
             init=init_postgres_connection,
             reset=keep_session,
         )
+
+    def connections_in_use(self) -> int:
+        if self.pool is None:
+            return 0
+        return int(self.pool.get_size() - self.pool.get_idle_size())
 
     async def close(self) -> None:
         if self.pool is not None:

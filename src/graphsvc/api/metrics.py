@@ -1,0 +1,83 @@
+"""Prometheus metrics of one server process (prometheus_client, a registry per app): requests
+by operation and status, their latency, rate-limit refusals, authentication failures by
+reason, database connections in use, and whether Redis has been given up for memory."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from graphsvc.api.ratelimit import RateLimiter
+    from graphsvc.store.db import Database
+
+# Why a credential was refused, from the start of the message that says so.
+AUTH_REASONS = (
+    ("invalid signature or unknown token id", "signature_or_unknown_token"),
+    ("stale RequestDate", "stale_date"),
+    ("RequestDate is too far", "future_date"),
+    ("RequestDate must be in UTC", "date_offset"),
+    ("API token expired", "expired_token"),
+    ("missing", "missing_credentials"),
+    ("malformed RequestDate", "malformed_date"),
+    ("expired JWT", "expired_session"),
+    ("invalid JWT", "invalid_session"),
+    ("session has ended", "ended_session"),
+    ("user is disabled", "disabled_user"),
+    ("invalid username or secret", "login"),
+)
+
+
+def auth_reason(message: str) -> str:
+    return next((code for start, code in AUTH_REASONS if message.startswith(start)), "other")
+
+
+class Metrics:
+    def __init__(self, db: Database, limiter: RateLimiter | None) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "graphsvc_requests",
+            "Requests answered, by operation and status",
+            ["operation", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "graphsvc_request_duration_seconds",
+            "Time from a request's arrival to its answer, by operation",
+            ["operation"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            "graphsvc_rate_limited", "Requests refused by the rate limit", registry=self.registry
+        )
+        self.auth_failures = Counter(
+            "graphsvc_auth_failures",
+            "Requests refused for their credentials (401) or permissions (403), by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        pool = Gauge(
+            "graphsvc_db_connections_in_use",
+            "Database connections of this process in use",
+            registry=self.registry,
+        )
+        pool.set_function(db.connections_in_use)
+        fallback = Gauge(
+            "graphsvc_redis_fallback",
+            "1 while Redis does not answer and limits are counted in this process",
+            registry=self.registry,
+        )
+        fallback.set_function(lambda: int(limiter is not None and limiter.redis_failing()))
+
+    def observe(self, operation: str, status: int, seconds: float, error: str | None) -> None:
+        self.requests.labels(operation, str(status)).inc()
+        self.latency.labels(operation).observe(seconds)
+        if status == 429:
+            self.rate_limited.inc()
+        elif status in (401, 403) and error is not None:
+            self.auth_failures.labels(auth_reason(error)).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,61 @@
+"""GET /metrics: off by default, open, or behind a token; after a known mix of requests the
+counts are there, and the text parses with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import uuid
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from graphsvc import service
+from tests.conftest import Env
+
+AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_metrics_are_off_by_default(env: Env) -> None:
+    response = env.request("GET", "/metrics")
+    assert response.status_code == 404 and "GRAPHSVC_METRICS" in response.text
+
+
+def test_metrics_count_a_known_mix_of_requests(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(metrics="open", rate_limit_per_second=1, rate_limit_burst=2)
+    env.create_admin()
+    statuses = [env.get(AGG).status_code for _ in range(2)]
+    unknown = service.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
+    statuses.append(env.get(AGG, token=unknown).status_code)
+    statuses += [env.get(AGG).status_code for _ in range(3)]
+    assert statuses[:3] == [200, 200, 401] and 429 in statuses
+    response = env.request("GET", "/metrics")
+    assert response.status_code == 200
+    found = samples(response.text)
+    operation = ("operation", "ListDataQualityAggregations")
+    ok = found[("graphsvc_requests_total", (operation, ("status", "200")))]
+    assert ok == statuses.count(200)
+    assert found[("graphsvc_rate_limited_total", ())] == statuses.count(429)
+    refused = found[("graphsvc_auth_failures_total", (("reason", "signature_or_unknown_token"),))]
+    assert refused == 1
+    # The rate limit answers before routing: its refusals are not counted as the operation.
+    count = found[("graphsvc_request_duration_seconds_count", (operation,))]
+    assert count == statuses.count(200) + statuses.count(401)
+    limited = found[("graphsvc_requests_total", (("operation", "unknown"), ("status", "429")))]
+    assert limited == statuses.count(429)
+    assert ("graphsvc_db_connections_in_use", ()) in found
+    assert found[("graphsvc_redis_fallback", ())] == 0
+
+
+def test_metrics_behind_a_token(make_env) -> None:  # type: ignore[no-untyped-def]
+    env = make_env(metrics="token", metrics_token="scrape-token-0123456789")
+    assert env.request("GET", "/metrics").status_code == 401
+    wrong = env.request("GET", "/metrics", {"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    right = env.request("GET", "/metrics", {"Authorization": "Bearer scrape-token-0123456789"})
+    assert right.status_code == 200 and "graphsvc_requests_total" in right.text
