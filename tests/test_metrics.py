@@ -59,3 +59,16 @@ def test_metrics_behind_a_token(make_env) -> None:  # type: ignore[no-untyped-de
     assert wrong.status_code == 401
     right = env.request("GET", "/metrics", {"Authorization": "Bearer scrape-token-0123456789"})
     assert right.status_code == 200 and "graphsvc_requests_total" in right.text
+
+
+def test_metrics_show_the_ingest_runs_of_the_store(make_env) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import FIXTURES, ingest
+
+    env = make_env(metrics="open")
+    result = ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest")
+    found = samples(env.request("GET", "/metrics").text)
+    assert found[("graphsvc_ingest_runs", ())] == 1
+    assert found[("graphsvc_last_ingest_objects", (("type", "nodes"),))] == result.nodes
+    assert found[("graphsvc_last_ingest_objects", (("type", "edges"),))] == result.edges
+    assert found[("graphsvc_last_ingest_duration_seconds", ())] > 0
+    assert found[("graphsvc_last_ingest_timestamp_seconds", ())] == result.created_at.timestamp()

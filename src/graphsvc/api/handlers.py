@@ -23,7 +23,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, unauthorized
 from graphsvc.logs import audit
 from graphsvc.settings import Settings
-from graphsvc.store import accounts
+from graphsvc.store import accounts, graph
 from graphsvc.store.db import Database, ping
 
 log = logging.getLogger("graphsvc")
@@ -162,6 +162,8 @@ async def serve_metrics(ctx: Context, request: Request) -> Response:
             raise unauthorized(
                 "GET /metrics needs 'Authorization: Bearer <GRAPHSVC_METRICS_TOKEN>'"
             )
+    async with ctx.db.reading() as conn:
+        ctx.metrics.record_ingests(await graph.summarize_ingest_runs(conn))
     return Response(200, ctx.metrics.exposition(), content_type=METRICS_MEDIA_TYPE.encode())
 
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from graphsvc.store.graph import IngestSummary
+
 if TYPE_CHECKING:
     from graphsvc.api.ratelimit import RateLimiter
     from graphsvc.store.db import Database
@@ -70,6 +72,37 @@ class Metrics:
             registry=self.registry,
         )
         fallback.set_function(lambda: int(limiter is not None and limiter.redis_failing()))
+
+        self.ingest_runs = Gauge(
+            "graphsvc_ingest_runs",
+            "Collection runs ingested into the store (by any process)",
+            registry=self.registry,
+        )
+        self.last_ingest_time = Gauge(
+            "graphsvc_last_ingest_timestamp_seconds",
+            "When the newest run was collected (Unix time)",
+            registry=self.registry,
+        )
+        self.last_ingest_objects = Gauge(
+            "graphsvc_last_ingest_objects",
+            "What the newest run stored: its collected nodes and its edges",
+            ["type"],
+            registry=self.registry,
+        )
+        self.last_ingest_duration = Gauge(
+            "graphsvc_last_ingest_duration_seconds",
+            "How long the newest run took to load",
+            registry=self.registry,
+        )
+
+    def record_ingests(self, summary: IngestSummary) -> None:
+        """Runs are made by `graphsvc ingest` processes: read from the store at each scrape."""
+        self.ingest_runs.set(summary.runs)
+        if summary.last_at is not None:
+            self.last_ingest_time.set(summary.last_at.timestamp())
+        self.last_ingest_objects.labels("nodes").set(summary.last_nodes)
+        self.last_ingest_objects.labels("edges").set(summary.last_edges)
+        self.last_ingest_duration.set(summary.last_seconds)
 
     def observe(self, operation: str, status: int, seconds: float, error: str | None) -> None:
         self.requests.labels(operation, str(status)).inc()

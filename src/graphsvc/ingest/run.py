@@ -8,6 +8,7 @@ the transaction rolls back.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,7 @@ async def ingest_files(
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
     run's time (the collection's, when loading history)."""
+    started = time.monotonic()
     sources = expand(list(paths))
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
@@ -105,7 +107,8 @@ async def ingest_files(
     await writer.finish()
     nodes, edges = await graph.count_run(conn, run_id)
     labels = [s.label for s in sources]
-    await graph.insert_ingest_run(conn, run_id, labels, nodes, edges, now)
+    seconds = time.monotonic() - started
+    await graph.insert_ingest_run(conn, run_id, labels, nodes, edges, now, seconds)
     await statistics.record_run_statistics(conn, run_id, now)
     await graph.refresh_statistics_after(conn, nodes + edges)
     environments = await graph.list_run_environments(conn, run_id)

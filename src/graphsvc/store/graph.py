@@ -264,17 +264,44 @@ async def count_run(conn: Connection, run_id: str) -> tuple[int, int]:
 
 
 async def insert_ingest_run(
-    conn: Connection, run_id: str, files: Sequence[str], nodes: int, edges: int, now: datetime
+    conn: Connection,
+    run_id: str,
+    files: Sequence[str],
+    nodes: int,
+    edges: int,
+    now: datetime,
+    duration_seconds: float,
 ) -> None:
     await conn.execute(
-        """INSERT INTO ingest_runs (id, created_at, files, node_count, edge_count)
-        VALUES ($1, $2, $3, $4, $5)""",
+        """INSERT INTO ingest_runs (id, created_at, files, node_count, edge_count,
+            duration_seconds) VALUES ($1, $2, $3, $4, $5, $6)""",
         run_id,
         now,
         json.dumps(list(files)),
         nodes,
         edges,
+        duration_seconds,
     )
+
+
+@dataclass
+class IngestSummary:
+    runs: int
+    last_at: datetime | None
+    last_nodes: int
+    last_edges: int
+    last_seconds: float
+
+
+async def summarize_ingest_runs(conn: Connection) -> IngestSummary:
+    """How many runs the store holds, and the newest one's figures."""
+    r = await conn.fetchrow(
+        """SELECT (SELECT count(*) FROM ingest_runs), created_at, node_count, edge_count,
+            duration_seconds FROM ingest_runs ORDER BY created_at DESC LIMIT 1"""
+    )
+    if r is None:
+        return IngestSummary(0, None, 0, 0, 0.0)
+    return IngestSummary(int(r[0]), r[1], r[2], r[3], float(r[4] or 0.0))
 
 
 async def count_graph(conn: Connection) -> tuple[int, int]:
