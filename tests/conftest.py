@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 import os
 import re
 import shutil
@@ -31,6 +33,7 @@ from graphsvc.api.openapi import build_openapi
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.demo.dataset import DemoResult, create_demo
 from graphsvc.ingest import IngestResult, ingest_files
+from graphsvc.logs import JsonLines
 from graphsvc.settings import Settings
 from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
@@ -127,6 +130,43 @@ class Templates:
             return
         names = [*self.created, self.postgres_template]
         asyncio.run(admin_sql(*(f"DROP DATABASE IF EXISTS {n} WITH (FORCE)" for n in names)))
+
+
+# Every secret the tests give out by name; no log line of the whole run may hold one.
+NAMED_SECRETS = (
+    TEST_FERNET_KEY,
+    "test-jwt-signing-key-of-sufficient-length-0123456789",
+    "served-test-jwt-secret-of-enough-length-0123456789",
+    "admin-secret",
+    "demo-secret-0123",
+    "worker-secret-1",
+    "another-secret-2",
+    "brand-new-secret-3",
+    "a-piped-secret-123",
+    "pw-0123456789",
+    "right-secret",
+    "sdk-test-secret",
+    "scrape-token-0123456789",
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log() -> Iterator[None]:
+    """Keeps every graphsvc log line of the run (at info and above, as served) and fails
+    the run if any holds a secret a test gave out."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("graphsvc")
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield
+    logger.removeHandler(handler)
+    logger.setLevel(previous)
+    text = buffer.getvalue()
+    leaked = [secret for secret in NAMED_SECRETS if secret in text]
+    assert not leaked, f"secrets in the logs of this run: {leaked}"
 
 
 @pytest.fixture(scope="session")
