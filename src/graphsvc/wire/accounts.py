@@ -1,0 +1,109 @@
+"""Who am I, API tokens and users: the reference server's shapes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from graphsvc.wire.common import UUID, NullString, NullTime, NullUUID
+
+
+class AuthToken(msgspec.Struct):
+    """An API token of a user; `key` holds the key once, in the answer that creates it, and
+    the mask everywhere else."""
+
+    id: UUID
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: NullTime
+    user_id: NullUUID
+    name: NullString
+    key: str
+    hmac_method: str
+    last_access: datetime
+    expires_at: NullTime
+
+
+class AuthTokenResponse(msgspec.Struct):
+    data: AuthToken
+
+
+class AuthTokenList(msgspec.Struct):
+    tokens: list[AuthToken]
+
+
+class AuthTokenListResponse(msgspec.Struct):
+    data: AuthTokenList
+
+
+class CreateTokenRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """POST /api/v2/tokens; both fields as the reference server names them, plus an expiry:
+    a time, or a lifetime in seconds."""
+
+    token_name: str = ""
+    user_id: UUID | None = None
+    expires_at: datetime | None = None
+    lifetime_seconds: Annotated[int, Meta(ge=60, le=10 * 366 * 86400)] | None = None
+
+
+class Permission(msgspec.Struct):
+    authority: str
+    name: str
+
+
+class Role(msgspec.Struct):
+    id: int
+    name: str
+    permissions: list[Permission]
+
+
+class Requester(msgspec.Struct):
+    """Who is calling: the user, its role and permissions, and for a signed request the
+    token (None for a session)."""
+
+    id: UUID
+    principal_name: str
+    is_disabled: bool
+    roles: list[Role]
+    created_at: datetime
+    token: AuthToken | None
+
+
+class User(msgspec.Struct):
+    id: UUID
+    principal_name: str
+    is_disabled: bool
+    roles: list[Role]
+    created_at: datetime
+
+
+class UserResponse(msgspec.Struct):
+    data: User
+
+
+class UserList(msgspec.Struct):
+    users: list[User]
+
+
+class UserListResponse(msgspec.Struct):
+    data: UserList
+
+
+class UserUpdate(msgspec.Struct):
+    """PATCH /api/v2/bloodhound-users/{user_id}: the reference's fields; graphsvc acts on
+    these two (its users have a name, a role and a secret, nothing else)."""
+
+    is_disabled: bool | None = None
+    roles: list[int] | None = None
+
+
+class UserSecret(msgspec.Struct):
+    secret: str
+    needs_password_reset: bool = False
+
+
+class SelfResponse(msgspec.Struct):
+    data: Requester
