@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import asyncpg
 import httpx2 as httpx
 import pytest
+from click.testing import CliRunner, Result
 from coredis import Redis
 from jsonschema import Draft202012Validator
 from starlette.testclient import TestClient
@@ -30,6 +31,7 @@ from starlette.testclient import TestClient
 from graphsvc import service
 from graphsvc.api.app import create_app
 from graphsvc.api.openapi import build_openapi
+from graphsvc.cli import main as cli_main
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.demo.dataset import DemoResult, create_demo
 from graphsvc.ingest import IngestResult, ingest_files
@@ -259,6 +261,15 @@ class Env:
 
     def create_admin(self) -> None:
         self.token = self.user_with_token("admin", "Administrator", secret="admin-secret")
+
+    def cli(self, *args: str, stdin: str | None = None) -> Result:
+        """A `graphsvc` command on this env's store, in process."""
+        environment = {
+            "GRAPHSVC_DATABASE_URL": self.url,
+            "GRAPHSVC_DATA_DIR": str(self.settings.data_dir),
+            "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
+        }
+        return CliRunner().invoke(cli_main, list(args), env=environment, input=stdin)
 
     def run_in_transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         return asyncio.run(run_in_transaction(self.url, work))

@@ -9,24 +9,17 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from graphsvc.cli import main
 from graphsvc.demo.collectors import Tenant, write_azurehound
 from graphsvc.demo.dataset import DemoResult
-from tests.conftest import FIXTURES, TEST_FERNET_KEY, Env, ingest
+from tests.conftest import FIXTURES, Env, ingest
 
 TESTLAB = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
 WIN10 = "S-1-5-21-3130019616-2776909439-2417379446-1104"
 
 
 def cli(env: Env, *args: str) -> str:
-    environment = {
-        "GRAPHSVC_DATABASE_URL": env.url,
-        "GRAPHSVC_DATA_DIR": str(env.settings.data_dir),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-    }
-    result = CliRunner().invoke(main, list(args), env=environment)
+    result = env.cli(*args)
     assert result.exit_code == 0, result.output
     return result.stdout
 

@@ -11,10 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from click.testing import CliRunner
 
 from graphsvc import service
-from graphsvc.cli import main
 from graphsvc.demo.dataset import DemoResult
 from graphsvc.logs import JsonLines
 from tests.conftest import TEST_FERNET_KEY, Env
@@ -106,17 +104,11 @@ def test_a_rate_limited_client_is_an_audit_event(make_env, lines: io.StringIO) -
 
 
 def test_account_changes_on_the_command_line_are_audited(env: Env, lines: io.StringIO) -> None:
-    environment = {
-        "GRAPHSVC_DATABASE_URL": env.url,
-        "GRAPHSVC_DATA_DIR": str(env.settings.data_dir),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-    }
-    runner = CliRunner()
-    made = runner.invoke(main, ["token", "create", "--user", "admin", "--json"], env=environment)
+    made = env.cli("token", "create", "--user", "admin", "--json")
     token_id = json.loads(made.stdout)["id"]
-    runner.invoke(main, ["token", "revoke", token_id], env=environment)
-    runner.invoke(main, ["user", "create", "temp", "--role", "User"], env=environment)
-    runner.invoke(main, ["user", "disable", "temp"], env=environment)
+    env.cli("token", "revoke", token_id)
+    env.cli("user", "create", "temp", "--role", "User")
+    env.cli("user", "disable", "temp")
     names = [e["event"] for e in events(lines)]
     assert {"token.created", "token.revoked", "user.disabled"} <= set(names)
     revoked = next(e for e in events(lines) if e["event"] == "token.revoked")

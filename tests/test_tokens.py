@@ -14,10 +14,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
-from click.testing import CliRunner, Result
 
 from graphsvc import service
-from graphsvc.cli import main
 from graphsvc.store.db import run_in_transaction
 from tests.conftest import TEST_FERNET_KEY, Env, served, server_environment
 
@@ -111,45 +109,36 @@ def test_an_expired_token_is_refused_saying_so(env: Env) -> None:
     assert refused.status_code == 401 and "expired at" in refused.json()["errors"][0]["message"]
 
 
-def cli(env: Env, *args: str, stdin: str | None = None) -> Result:
-    environment = {
-        "GRAPHSVC_DATABASE_URL": env.url,
-        "GRAPHSVC_DATA_DIR": str(env.settings.data_dir),
-        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-    }
-    return CliRunner().invoke(main, list(args), env=environment, input=stdin)
-
-
 def test_users_disabled_enabled_changed_and_deleted_on_the_command_line(env: Env) -> None:
     worker = env.user_with_token("worker", "User", secret="worker-secret-1")
     session = env.login("worker", "worker-secret-1")
     bearer = {"Authorization": f"Bearer {session}"}
-    assert cli(env, "user", "disable", "worker").exit_code == 0
+    assert env.cli("user", "disable", "worker").exit_code == 0
     assert env.get(AGG, token=worker).json()["errors"][0]["message"] == "user is disabled"
     assert env.request("GET", AGG, bearer).status_code == 401  # its sessions ended
-    assert cli(env, "user", "enable", "worker").exit_code == 0
+    assert env.cli("user", "enable", "worker").exit_code == 0
     assert env.get(AGG, token=worker).status_code == 200
-    assert cli(env, "user", "set-role", "worker", "Upload-Only").exit_code == 0
+    assert env.cli("user", "set-role", "worker", "Upload-Only").exit_code == 0
     assert env.get(AGG, token=worker).status_code == 403
-    changed = cli(env, "user", "set-secret", "worker", stdin="another-secret-2\n")
+    changed = env.cli("user", "set-secret", "worker", stdin="another-secret-2\n")
     assert changed.exit_code == 0, changed.output
     env.login("worker", "another-secret-2")
-    listed = json.loads(cli(env, "user", "list", "--json").output)
+    listed = json.loads(env.cli("user", "list", "--json").output)
     assert {u["name"]: u["role"] for u in listed}["worker"] == "Upload-Only"
-    assert cli(env, "user", "delete", "worker").exit_code == 0
+    assert env.cli("user", "delete", "worker").exit_code == 0
     assert env.get(AGG, token=worker).status_code == 401
-    assert "worker" not in cli(env, "user", "list").output
+    assert "worker" not in env.cli("user", "list").output
 
 
 def test_tokens_on_the_command_line(env: Env) -> None:
-    made = cli(env, "token", "create", "--user", "admin", "--name", "ci", "--expires-in", "2h")
+    made = env.cli("token", "create", "--user", "admin", "--name", "ci", "--expires-in", "2h")
     assert made.exit_code == 0, made.output
     token_id = made.output.split("token id:")[1].split()[0]
-    listed = cli(env, "token", "list", "--user", "admin")
+    listed = env.cli("token", "list", "--user", "admin")
     assert token_id in listed.output and "expires" in listed.output
-    assert cli(env, "token", "revoke", token_id).exit_code == 0
-    assert token_id not in cli(env, "token", "list").output
-    bad = cli(env, "token", "create", "--user", "admin", "--expires-in", "soon")
+    assert env.cli("token", "revoke", token_id).exit_code == 0
+    assert token_id not in env.cli("token", "list").output
+    bad = env.cli("token", "create", "--user", "admin", "--expires-in", "soon")
     assert bad.exit_code == 1 and "--expires-in" in bad.stderr
 
 

@@ -171,15 +171,13 @@ def not_oneself(caller: Caller | None, user_id: str, what: str) -> None:
 
 
 async def describe_user(conn: Connection, user: accounts.UserRow) -> wire.User:
-    role_id = await accounts.find_role_id(conn, user.role)
-    assert role_id is not None
-    _, permissions = await accounts.role_permission_names(conn, role_id)
+    _, permissions = await accounts.role_permission_names(conn, user.role_id)
     authorities = [wire.Permission(*p.split("/", 1)) for p in permissions]
     return wire.User(
         id=user.id,
         principal_name=user.name,
         is_disabled=user.disabled,
-        roles=[wire.Role(role_id, user.role, authorities)],
+        roles=[wire.Role(user.role_id, user.role, authorities)],
         created_at=user.created_at,
     )
 

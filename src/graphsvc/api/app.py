@@ -84,7 +84,6 @@ class App:
             settings,
             self.db,
             self.auth,
-            self.auth.keys,
             self.metrics,
             encode(build_openapi(OPERATIONS)),
             RateLimiter(
@@ -136,20 +135,20 @@ class App:
     ) -> None:
         """One line per request; a refused one is an audit event too."""
         caller = scope.get(CALLER, {})
+        operation = scope.get(OPERATION, "unknown")
+        seconds = time.perf_counter() - started
         fields = {
             "request_id": request_id,
             "method": scope["method"],
             "path": scope["path"],  # never the query: it can carry what a client should not log
             "status": status,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-            "operation": scope.get(OPERATION, "unknown"),
+            "duration_ms": round(seconds * 1000, 2),
+            "operation": operation,
             "client": client_address(scope, self.settings.trusted_proxies),
             **caller,
         }
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
-        operation = scope.get(OPERATION, "unknown")
-        seconds = time.perf_counter() - started
         self.metrics.observe(operation, status, seconds, None if error is None else error.message)
         REQUESTS.log(
             logging.WARNING if status >= 500 else logging.INFO, "request", extra={"fields": fields}

@@ -37,16 +37,20 @@ METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 @dataclass
 class Context:
-    """What the operations without a permission answer from."""
+    """What the operations (and the parameters they parse) answer from."""
 
     settings: Settings
     db: Database
     auth: Authenticator
-    keys: KeyBox  # seals API token keys at rest
     metrics: Metrics
     openapi: bytes  # the encoded OpenAPI document
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
+
+    @property
+    def keys(self) -> KeyBox:
+        """The key that seals API token keys at rest: the authenticator's."""
+        return self.auth.keys
 
 
 login_decoder = msgspec.json.Decoder(wire.LoginRequest)

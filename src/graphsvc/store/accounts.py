@@ -201,23 +201,24 @@ class UserRow:
     role: str
     disabled: bool
     created_at: datetime
+    role_id: int
 
 
 async def list_users(conn: Connection) -> list[UserRow]:
     rows = await conn.fetch(
-        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at FROM users u
+        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at, r.id FROM users u
         JOIN roles r ON r.id = u.role_id WHERE u.deleted_at IS NULL ORDER BY u.name"""
     )
-    return [UserRow(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    return [UserRow(*r) for r in rows]
 
 
 async def find_user(conn: Connection, user_id: str) -> UserRow | None:
     r = await conn.fetchrow(
-        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at FROM users u
+        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at, r.id FROM users u
         JOIN roles r ON r.id = u.role_id WHERE u.id = $1 AND u.deleted_at IS NULL""",
         user_id,
     )
-    return None if r is None else UserRow(r[0], r[1], r[2], r[3], r[4])
+    return None if r is None else UserRow(*r)
 
 
 async def set_user_disabled(conn: Connection, user_id: str, disabled: bool, now: datetime) -> None:
