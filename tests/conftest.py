@@ -399,9 +399,15 @@ def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settin
         database_url=database_url,
         token_encryption_key=TEST_FERNET_KEY,
         jwt_secret="test-jwt-signing-key-of-sufficient-length-0123456789",
-        # Off unless a test turns them on: limits would refuse, and a token cache would delay
-        # the revocations that tests make and check at once.
-        **{"rate_limit_per_second": 0, "token_cache_seconds": 0, **overrides},
+        # Off unless a test turns them on: limits would refuse, a token cache would delay the
+        # revocations that tests make and check at once, and an ingest worker would poll the
+        # store of every test.
+        **{
+            "rate_limit_per_second": 0,
+            "token_cache_seconds": 0,
+            "ingest_worker": False,
+            **overrides,
+        },
     )
 
 

@@ -102,10 +102,16 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     operations = "\n".join(readme_commands("The operations, one example each"))
     finding = "\n".join(readme_commands("Find the ids to ask for"))
     tokens = "\n".join(readme_commands("Accounts, tokens and permissions"))
-    marker = "echo @@README@@"
-    printed, said = play_quickstart(folder, {}, "\n".join([operations, marker, finding, tokens]))
+    uploading = "\n".join(readme_commands("Upload from another machine"))
+    marker, uploaded = "echo @@README@@", "echo @@UPLOAD@@"
+    printed, said = play_quickstart(
+        folder, {}, "\n".join([operations, marker, finding, tokens, uploaded, uploading])
+    )
     assert_all_succeeded(printed)
     examples, found = said.split("@@README@@\n")
+    found, upload_result = found.split("@@UPLOAD@@\n")
+    job = json.loads(upload_result.splitlines()[-1])
+    assert job["status"] == 2 and job["run_id"], job
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]
     assert len(answers) == 5
     assert_all_succeeded([json.dumps(a) for a in answers])

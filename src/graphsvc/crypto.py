@@ -19,11 +19,22 @@ HMAC_METHOD = "hmac-sha2-256"
 UUID_FORM = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")  # as uuid4() writes it
 
 
-def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:
-    """The spec's three-step chain: method+URI, then the date cut to the hour, then the body."""
+def body_signer(key: str, method: str, uri: str, request_date: str) -> hmac.HMAC:
+    """The spec's three-step chain up to its last step: method+URI, then the date cut to the
+    hour; what it is fed next is the body, which may arrive in pieces."""
     operation_key = hmac.new(key.encode(), (method + uri).encode(), hashlib.sha256).digest()
     date_key = hmac.new(operation_key, request_date[:13].encode(), hashlib.sha256).digest()
-    return base64.b64encode(hmac.new(date_key, body, hashlib.sha256).digest()).decode()
+    return hmac.new(date_key, None, hashlib.sha256)
+
+
+def encode_signature(signer: hmac.HMAC) -> str:
+    return base64.b64encode(signer.digest()).decode()
+
+
+def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:
+    signer = body_signer(key, method, uri, request_date)
+    signer.update(body)
+    return encode_signature(signer)
 
 
 def signatures_match(expected: str, sent: str) -> bool:

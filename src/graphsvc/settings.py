@@ -78,6 +78,21 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(16 * 1024, ge=1)
     """Largest request body accepted (login and every read); a larger one is a 413."""
 
+    max_upload_bytes: int = Field(4 * 1024**3, ge=1)
+    """Largest file one file-upload request may carry (4 GiB); a larger one is a 413."""
+
+    ingest_worker: bool = True
+    """Ingest ended file-upload jobs in this process, in the background, one per store at once."""
+
+    ingest_poll_seconds: float = Field(2.0, gt=0, le=3600)
+    """How often an idle ingest worker looks for a queued file-upload job."""
+
+    ingest_lease_seconds: float = Field(60.0, ge=1, le=86400)
+    """An ingesting replica renews its job's lease every third of this; dead, it loses the job."""
+
+    upload_job_timeout_seconds: int = Field(3600, ge=1)
+    """A file-upload job that takes no file for this long is Timed Out and its files dropped."""
+
     header_timeout_seconds: float = Field(10.0, gt=0)
     """A request's headers must arrive within this long of its first byte; else 408, closed."""
 

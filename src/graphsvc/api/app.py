@@ -7,14 +7,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
+from graphsvc import uploads
 from graphsvc.access import Caller
 from graphsvc.api.auth import Authenticator, Identity
 from graphsvc.api.handlers import PASSWORD_CHECKS_AT_ONCE, Context
@@ -51,7 +53,15 @@ from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.logs import REQUESTS, audit
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
-from graphsvc.store.db import DATABASE_ERRORS, Database, create_database, redact_url
+from graphsvc.store.db import (
+    DATABASE_ERRORS,
+    Connection,
+    Database,
+    create_database,
+    is_store_busy,
+    redact_url,
+)
+from graphsvc.worker import IngestWorker
 
 log = logging.getLogger("graphsvc")
 PREFER = re.compile(r"wait=(-1|[0-9]{1,18})")  # bounded: int() of thousands of digits fails
@@ -80,6 +90,8 @@ class App:
             else None
         )
         self.metrics = Metrics(self.db, self.limiter)
+        self.worker: IngestWorker | None = None  # started with the app, when configured
+        self.touching: asyncio.Task[None] | None = None  # a token's last-access write
         self.context = Context(
             settings,
             self.db,
@@ -98,7 +110,7 @@ class App:
             route(
                 path,
                 {op.method: self.endpoint(op) for op in ops},
-                max(op.max_body_bytes or settings.max_body_bytes for op in ops),
+                max(body_limit(op, settings) for op in ops),
                 {op.method: op.operation_id for op in ops},
             )
             for path, ops in by_path.items()
@@ -118,17 +130,30 @@ class App:
         except ApiError as exc:
             error = exc
         except Exception as exc:
-            log.exception("unhandled error in request %s", request_id)
-            if isinstance(exc, DATABASE_ERRORS):
-                error = ApiError(500, "database error", "database")
-            else:
-                error = ApiError(500, "internal server error", "server")
+            error = self.describe_failure(exc, request_id)
         if error is not None:
             response = error_response(
                 request_id, error.status, error.message, error.context, error.headers
             )
         await send_response(send, response, request_id, head=scope["method"] == "HEAD")
         self.log_request(scope, request_id, response.status, started, error)
+
+    def describe_failure(self, exc: Exception, request_id: str) -> ApiError:
+        """An unexpected failure as the error it is answered with; logged, unless the
+        store was only busy."""
+        if is_store_busy(exc):
+            # SQLite has one writer: a write that waited out the busy timeout behind an
+            # ingest is worth retrying, not a server fault.
+            return ApiError(
+                503,
+                "the store is busy with another write (an ingest); try again shortly",
+                "database",
+                {"Retry-After": str(BUSY_RETRY_SECONDS)},
+            )
+        log.exception("unhandled error in request %s", request_id)
+        if isinstance(exc, DATABASE_ERRORS):
+            return ApiError(500, "database error", "database")
+        return ApiError(500, "internal server error", "server")
 
     def log_request(
         self, scope: Scope, request_id: str, status: int, started: float, error: ApiError | None
@@ -197,12 +222,19 @@ class App:
                     async with self.db.reading() as conn:
                         await self.auth.load(conn)
                     await self.warn_if_redis_is_silent()
+                    if self.settings.ingest_worker:
+                        self.worker = IngestWorker(self.settings)
+                        self.worker.start()
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self.worker is not None:
+                    await asyncio.to_thread(self.worker.stop)
+                if self.touching is not None:
+                    await self.touching
                 await self.db.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -224,7 +256,8 @@ class App:
 
     def served_endpoint(self, op: Operation) -> Endpoint:
         """Authenticate, authorize, decode the body and parse the parameters, then run the
-        handler under the request's timeout."""
+        handler under the request's timeout. An upload's body is received (and its signature
+        checked) before the transaction opens, however long it takes to arrive."""
         decoder = msgspec.json.Decoder(op.request_body) if op.request_body else None
         connect = self.db.transaction if op.writes else self.db.reading
 
@@ -235,43 +268,92 @@ class App:
                     "in the Enterprise edition only",
                     "edition",
                 )
-            async with connect() as conn:
-                identity = await self.auth.authenticate(conn, request)
-                request.scope[CALLER] = caller_fields(identity)
-                principal = self.auth.authorize(identity, op.permission)
-                request.caller = Caller(
-                    principal, identity.token_id, self.auth.permissions_of(principal)
-                )
-                prefer = request.headers.get("prefer")
-                wait = parse_prefer(prefer, self.settings)
-                arguments: dict[str, Any] = {}
-                if decoder is not None:
-                    arguments["body"] = decode_json(decoder, await request.body(), "body")
-                for parameter in op.parameters:
-                    value = parameter.parse(request, self.context)
-                    if parameter.argument is not None:
-                        arguments[parameter.argument] = value
-                try:
-                    async with asyncio.timeout(wait):
-                        body = await op.handler(conn, **arguments)
-                except TimeoutError:
-                    raise ApiError(
-                        500, f"request timed out after {wait} seconds", "timeout"
-                    ) from None
-            await self.touch_token(identity)
+            if op.upload:
+                with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
+                    identity = await self.receive_upload(request, spool)
+                    async with connect() as conn:
+                        body = await self.run_operation(op, conn, request, identity, decoder)
+            else:
+                async with connect() as conn:
+                    identity = await self.auth.authenticate(conn, request)
+                    body = await self.run_operation(op, conn, request, identity, decoder)
+            self.touch_token(identity)
             headers = {}
+            prefer = request.headers.get("prefer")
             if prefer is not None and prefer.strip().startswith("wait="):
+                wait = parse_prefer(prefer, self.settings)
                 headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
-            return json_response(body, headers=headers)
+            return json_response(body, op.status, headers)
 
         return endpoint
 
-    async def touch_token(self, identity: Identity) -> None:
-        if identity.token_id and self.auth.token_needs_touch(identity.token_id):
+    async def run_operation(
+        self,
+        op: Operation,
+        conn: Connection,
+        request: Request,
+        identity: Identity,
+        decoder: msgspec.json.Decoder[Any] | None,
+    ) -> msgspec.Struct:
+        request.scope[CALLER] = caller_fields(identity)
+        principal = self.auth.authorize(identity, op.permission)
+        request.caller = Caller(principal, identity.token_id, self.auth.permissions_of(principal))
+        wait = parse_prefer(request.headers.get("prefer"), self.settings)
+        if wait is not None and request.upload is not None:
+            wait += request.upload.size // UPLOAD_BYTES_PER_SECOND
+        arguments: dict[str, Any] = {}
+        if decoder is not None:
+            arguments["body"] = decode_json(decoder, await request.body(), "body")
+        for parameter in op.parameters:
+            value = parameter.parse(request, self.context)
+            if parameter.argument is not None:
+                arguments[parameter.argument] = value
+        try:
+            async with asyncio.timeout(wait):
+                body: msgspec.Struct = await op.handler(conn, **arguments)
+                return body
+        except TimeoutError:
+            raise ApiError(500, f"request timed out after {wait} seconds", "timeout") from None
+
+    async def receive_upload(self, request: Request, spool: IO[bytes]) -> Identity:
+        """Check what the headers can tell (content type, credentials), then receive the
+        body into `spool`, checking a signed request's signature as it arrives; it answers
+        for nothing until the whole body has arrived and the signature holds."""
+        content_type = uploads.accepted_content_type(request.headers.get("content-type"))
+        parse_prefer(request.headers.get("prefer"), self.settings)  # a bad one: 400 at once
+        async with self.db.reading() as conn:
+            found = await self.auth.authenticate_headers(conn, request)
+        if isinstance(found, Identity):
+            size = await request.spool_body(spool, None)
+            identity = found
+        else:
+            size = await request.spool_body(spool, found)
+            identity = found.verify()
+        name = uploads.file_name(request.headers.get("content-disposition"), content_type)
+        request.upload = uploads.UploadedBody(spool, size, content_type, name)
+        return identity
+
+    def touch_token(self, identity: Identity) -> None:
+        """Note the token's last access, after the answer and one write at a time: on SQLite
+        the write waits behind an ingest's write lock, which a read must not wait for."""
+        token_id = identity.token_id
+        if token_id is None or self.touching is not None:
+            return
+        if self.auth.token_needs_touch(token_id):
+            self.touching = asyncio.create_task(self.write_token_touch(token_id))
+
+    async def write_token_touch(self, token_id: str) -> None:
+        try:
             async with self.db.transaction() as conn:
-                await accounts.touch_token(conn, identity.token_id, datetime.now(UTC))
+                await accounts.touch_token(conn, token_id, datetime.now(UTC))
+        except DATABASE_ERRORS as exc:
+            log.debug("last access of token %s not written: %s", token_id, exc)
+            self.auth.forget_touch(token_id)  # written by a later request
+        finally:
+            self.touching = None
 
 
+BUSY_RETRY_SECONDS = 5
 UNLIMITED = ("/health", "/ready", "/metrics")  # probes and scrapes, sent often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
 OPERATION = "graphsvc.operation"  # and the operationId it is
@@ -281,6 +363,9 @@ AUDITED = {
     403: ("auth.forbidden", "permission refused"),
     429: ("rate_limited", "rate limit reached"),
 }
+# An upload's timeout counts from the end of its body, one second more per this many bytes
+# (the time to store them: about 8 s per GiB on PostgreSQL here).
+UPLOAD_BYTES_PER_SECOND = 32 * 1024 * 1024
 REQUEST_ID = re.compile(rb"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
@@ -299,6 +384,12 @@ def caller_fields(identity: Identity) -> dict[str, str]:
     if identity.token_id is not None:
         fields["token_id"] = identity.token_id
     return fields
+
+
+def body_limit(op: Operation, settings: Settings) -> int:
+    if op.max_body_bytes is not None:
+        return op.max_body_bytes
+    return settings.max_upload_bytes if op.upload else settings.max_body_bytes
 
 
 def create_app(settings: Settings, database: Database | None = None) -> App:

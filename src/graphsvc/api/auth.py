@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -11,7 +12,7 @@ import jwt
 
 from graphsvc.api.params import UUID_TEXT, rfc3339, rfc3339_offset
 from graphsvc.api.web import Request
-from graphsvc.crypto import KeyBox, decode_jwt, sign_request, signatures_match
+from graphsvc.crypto import KeyBox, body_signer, decode_jwt, encode_signature, signatures_match
 from graphsvc.errors import forbidden, unauthorized
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
@@ -41,6 +42,39 @@ def signed_uri(request: Request) -> tuple[str, str]:
     return (f"{path_text}?{query.decode('latin-1')}" if query else path_text), path_text
 
 
+class BodySignature:
+    """A signed request whose signature's last step, over the body, is still to be checked:
+    fed the body as it arrives, then verified once it has all arrived."""
+
+    def __init__(
+        self,
+        signers: list[hmac.HMAC],  # one per form of the URI accepted
+        sent: str,
+        identity: Identity | None,  # None: the token id is unknown
+        credentials: accounts.TokenCredentials | None,
+    ) -> None:
+        self.signers = signers
+        self.sent = sent
+        self.identity = identity
+        self.credentials = credentials
+
+    def update(self, chunk: bytes) -> None:
+        for signer in self.signers:
+            signer.update(chunk)
+
+    def verify(self) -> Identity:
+        valid = False
+        for signer in self.signers:  # every form is compared, so all cost the same
+            valid |= signatures_match(encode_signature(signer), self.sent)
+        if self.identity is None or self.credentials is None or not valid:
+            raise unauthorized("invalid signature or unknown token id")
+        expires_at = self.credentials.expires_at
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            stamp = expires_at.isoformat().replace("+00:00", "Z")
+            raise unauthorized(f"API token expired at {stamp}; create a new one")
+        return self.identity
+
+
 class CachedToken(NamedTuple):
     until: float  # time.monotonic() after which the record is read again
     credentials: accounts.TokenCredentials
@@ -59,6 +93,17 @@ class Authenticator:
         self.permissions = await accounts.role_permissions(conn)
 
     async def authenticate(self, conn: Connection, request: Request) -> Identity:
+        found = await self.authenticate_headers(conn, request)
+        if isinstance(found, Identity):
+            return found
+        found.update(await request.body())
+        return found.verify()
+
+    async def authenticate_headers(
+        self, conn: Connection, request: Request
+    ) -> Identity | BodySignature:
+        """The caller, as far as the headers tell: a session's user, or a signed request whose
+        last step, over the body, the caller still checks (as the body arrives, for uploads)."""
         header = request.headers.get("authorization")
         if not header:
             raise unauthorized("missing Authorization header")
@@ -91,7 +136,7 @@ class Authenticator:
 
     async def authenticate_signature(
         self, conn: Connection, request: Request, token_id: str
-    ) -> Identity:
+    ) -> BodySignature:
         if not token_id:
             raise unauthorized("missing token id after the signature scheme")
         raw_date = request.headers.get("requestdate")
@@ -108,22 +153,15 @@ class Authenticator:
         key = (
             UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
         )
-        body = await request.body()
         full_uri, path_only = signed_uri(request)
-        valid = signatures_match(
-            sign_request(key, request.method, full_uri, raw_date.strip(), body), sent.strip()
-        )
-        if not valid and self.settings.sdk_compatibility and full_uri != path_only:
-            valid = signatures_match(
-                sign_request(key, request.method, path_only, raw_date.strip(), body), sent.strip()
-            )
-        if credentials is None or not valid:
-            raise unauthorized("invalid signature or unknown token id")
-        expires_at = credentials.expires_at
-        if expires_at is not None and expires_at <= datetime.now(UTC):
-            stamp = expires_at.isoformat().replace("+00:00", "Z")
-            raise unauthorized(f"API token expired at {stamp}; create a new one")
-        return Identity(credentials.principal, token_id=token_id.lower())
+        uris = [full_uri]
+        if self.settings.sdk_compatibility and full_uri != path_only:
+            uris.append(path_only)
+        signers = [body_signer(key, request.method, uri, raw_date.strip()) for uri in uris]
+        identity = None
+        if credentials is not None:
+            identity = Identity(credentials.principal, token_id=token_id.lower())
+        return BodySignature(signers, sent.strip(), identity, credentials)
 
     async def token_credentials(
         self, conn: Connection, token_id: str
@@ -187,3 +225,6 @@ class Authenticator:
             return False
         self.touched[token_id] = now
         return True
+
+    def forget_touch(self, token_id: str) -> None:
+        self.touched.pop(token_id, None)

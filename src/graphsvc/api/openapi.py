@@ -4,12 +4,14 @@ come from the wire structs the operations answer with."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any
 
 import msgspec
 
 from graphsvc import wire
 from graphsvc.api.operations import OPERATIONS, Operation
+from graphsvc.uploads import ACCEPTED_TYPES
 
 REF = "#/components/schemas/{name}"
 ERROR_STATUSES = {
@@ -20,6 +22,7 @@ ERROR_STATUSES = {
     "405": "Method not allowed on this path",
     "408": "The request body stalled",
     "413": "The request body is larger than the server accepts",
+    "415": "The request body's Content-Type is not one the operation accepts",
     "429": "Rate limit exceeded",
     "500": "Unexpected error, or the request timed out",
     "503": "The database is unreachable",
@@ -51,7 +54,9 @@ def describe_operation(op: Operation) -> dict[str, Any]:
         content = {op.media_type: {"schema": {"type": "string"}}}
     else:
         content = json_content(ref(op.response) if op.response else {"type": "object"})
-    responses: dict[str, Any] = {"200": {"description": "OK", "content": content}}
+    responses: dict[str, Any] = {
+        str(op.status): {"description": HTTPStatus(op.status).phrase, "content": content}
+    }
     for status in op.errors:
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}
@@ -63,6 +68,14 @@ def describe_operation(op: Operation) -> dict[str, Any]:
     document["security"] = SECURITY[op.authentication]
     if op.request_body is not None:
         document["requestBody"] = {"required": True, "content": json_content(ref(op.request_body))}
+    if op.upload:
+        binary = {"schema": {"type": "string", "format": "binary"}}
+        document["requestBody"] = {
+            "required": True,
+            "description": "One collector file: JSON, or a SharpHound zip. A "
+            "`Content-Disposition: attachment; filename=...` header names it.",
+            "content": dict.fromkeys(ACCEPTED_TYPES, binary),
+        }
     document["responses"] = responses
     return document
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from graphsvc import access, discovery, service, wire
+from graphsvc import access, discovery, service, uploads, wire
 from graphsvc.api.handlers import (
     METRICS_MEDIA_TYPE,
     check_health,
@@ -40,12 +40,14 @@ from graphsvc.api.params import (
     QueryUUID,
     Sorting,
     TheCaller,
+    TheUpload,
     TimeWindow,
     TokenKeys,
     parse_path_int32,
     parse_text,
     parse_uuid,
 )
+from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 
 log = logging.getLogger("graphsvc")
@@ -70,7 +72,11 @@ class Operation:
     request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
     writes: bool = False  # runs in a write transaction
-    media_type: str = "application/json"  # of the 200 answer
+    media_type: str = "application/json"  # of the success answer
+    status: int = 200  # of the success answer
+    # The body is a file: streamed to a temporary file as it arrives (a signed request's
+    # signature checked on the way), passed as `upload`; the transaction opens after it.
+    upload: bool = False
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -81,6 +87,10 @@ NEWEST_FIRST = (SortKey("created_at", True),)
 NODE_SORT = ("name", "objectid", "label")
 BY_NAME = (SortKey("name", False), SortKey("objectid", False))
 PAGE = Paging(default_limit=1000)
+JOB_SORT = tuple(store_uploads.JOB_SORT_COLUMNS)
+JOB_ID = PathParameter(
+    "file_upload_job_id", "job_id", "File-upload job id", INT32_SCHEMA, parse_path_int32
+)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -284,6 +294,72 @@ OPERATIONS: tuple[Operation, ...] = (
             QueryUUID("user_id", "user_id", "Only this user's tokens"),
             Sorting(TOKEN_SORT, (SortKey("created_at", False),)),
         ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/file-upload/accepted-types",
+        "ListAcceptedFileUploadTypes",
+        "The content types a file-upload job takes",
+        uploads.list_accepted_types,
+        wire.AcceptedTypes,
+        READ_ERRORS,
+    ),
+    Operation(
+        "POST",
+        f"{V2}/file-upload/start",
+        "CreateFileUploadJob",
+        "Start a file-upload job",
+        uploads.start_upload_job,
+        wire.FileUploadJobResponse,
+        READ_ERRORS,
+        permission=uploads.UPLOAD,
+        parameters=(TheCaller(),),
+        writes=True,
+        status=201,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/file-upload",
+        "ListFileUploadJobs",
+        "File-upload jobs, newest first: every job with graphdb/Read, else the caller's own",
+        uploads.list_upload_jobs,
+        wire.PagedFileUploadJobs,
+        READ_ERRORS,
+        permission=uploads.UPLOAD,
+        parameters=(
+            TheCaller(),
+            Paging(default_limit=100),
+            Sorting(JOB_SORT, (SortKey("id", True),)),
+            QueryInt32("id", "job_id", "Only the job with this id"),
+            QueryInt32("status", "status", "Only jobs in this state (1, 2, 4, 5 or 6)"),
+            QueryUUID("user_id", "user_id", "Only this user's jobs"),
+        ),
+    ),
+    Operation(
+        "POST",
+        f"{V2}/file-upload/{{file_upload_job_id}}",
+        "UploadFileToJob",
+        "Send one file to a running job: collector JSON or a SharpHound zip",
+        uploads.store_upload,
+        wire.FileUploadJobResponse,
+        (*READ_ERRORS, "415"),
+        permission=uploads.UPLOAD,
+        parameters=(TheCaller(), JOB_ID, TheUpload()),
+        writes=True,
+        status=202,
+        upload=True,
+    ),
+    Operation(
+        "POST",
+        f"{V2}/file-upload/{{file_upload_job_id}}/end",
+        "EndFileUploadJob",
+        "End a job: it is queued, and ingested as one run (all or nothing)",
+        uploads.end_upload_job,
+        wire.FileUploadJobResponse,
+        READ_ERRORS,
+        permission=uploads.UPLOAD,
+        parameters=(TheCaller(), JOB_ID),
+        writes=True,
     ),
     Operation(
         "DELETE",

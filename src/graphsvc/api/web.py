@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any, Protocol
 from urllib.parse import parse_qs
 
 import msgspec
@@ -54,6 +54,7 @@ class Request:
         self._query: Query | None = None
         self._body: bytes | None = None
         self.caller: Any = None  # the authenticated user (access.Caller), once known
+        self.upload: Any = None  # an upload's received file (uploads.UploadedBody)
 
     @property
     def query(self) -> Query:
@@ -71,31 +72,50 @@ class Request:
         return f"{self.scope.get('scheme', 'http')}://{host}"
 
     async def body(self) -> bytes:
-        """The whole body, read as it arrives; past `max_body` bytes, a 413 and no more is read
-        (the server then closes the connection instead of draining it); a pause longer than
-        `body_timeout` is a 408."""
+        """The whole body, read as it arrives (see `chunks`)."""
         if self._body is None:
-            chunks = []
-            size = 0
-            while True:
-                try:
-                    async with asyncio.timeout(self.body_timeout):
-                        message = await self.receive()
-                except TimeoutError:
-                    raise ApiError(
-                        408, f"the request body stalled for {self.body_timeout:g} s", "body", CLOSE
-                    ) from None
-                if message["type"] != "http.request":
-                    break
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_body:
-                    raise body_too_large(self.max_body)
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-            self._body = b"".join(chunks)
+            self._body = b"".join([chunk async for chunk in self.chunks()])
         return self._body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive; past `max_body` bytes, a 413 and no more is read
+        (the server then closes the connection instead of draining it); a pause longer than
+        `body_timeout` is a 408. There is no limit on the whole body's time: a large upload
+        that keeps arriving is never cut."""
+        size = 0
+        while True:
+            try:
+                async with asyncio.timeout(self.body_timeout):
+                    message = await self.receive()
+            except TimeoutError:
+                raise ApiError(
+                    408, f"the request body stalled for {self.body_timeout:g} s", "body", CLOSE
+                ) from None
+            if message["type"] != "http.request":
+                raise ApiError(400, "the client closed the connection mid-body", "body", CLOSE)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise body_too_large(self.max_body)
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
+
+    async def spool_body(self, spool: IO[bytes], signature: BodySink | None) -> int:
+        """Write the body to `spool` as it arrives, feeding `signature` too; its size."""
+        size = 0
+        async for chunk in self.chunks():
+            spool.write(chunk)
+            if signature is not None:
+                signature.update(chunk)
+            size += len(chunk)
+        spool.flush()
+        return size
+
+
+class BodySink(Protocol):
+    def update(self, chunk: bytes) -> None: ...
 
 
 # A body left half read cannot be told from the next request: the connection ends.

@@ -1,6 +1,6 @@
 """The `graphsvc` command."""
 
-from graphsvc.cli import accounts, data, server
+from graphsvc.cli import accounts, data, server, upload
 from graphsvc.cli.common import main
 
 for command in (
@@ -10,6 +10,7 @@ for command in (
     server.examples,
     server.sign,
     data.ingest,
+    upload.upload,
     data.schema,
     data.find,
     data.domains,

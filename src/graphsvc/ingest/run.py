@@ -95,11 +95,13 @@ async def ingest_files(
     paths: Sequence[Path],
     progress: Callable[[Source], Progress] | None = None,
     now: datetime | None = None,
+    root: Path | None = None,
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
-    run's time (the collection's, when loading history)."""
+    run's time (the collection's, when loading history); files are named relative to
+    `root`, when given."""
     started = time.monotonic()
-    sources = expand(list(paths))
+    sources = expand(list(paths), root)
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
     for source in sources:

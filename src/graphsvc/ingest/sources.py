@@ -60,17 +60,22 @@ def is_zip(path: Path) -> bool:
         return f.read(4) == ZIP_MAGIC
 
 
-def zip_sources(path: Path) -> list[Source]:
+def display(path: Path, root: Path | None) -> str:
+    """How errors and the run's file list name a file: relative to `root`, when given."""
+    return str(path if root is None else path.relative_to(root))
+
+
+def zip_sources(path: Path, root: Path | None = None) -> list[Source]:
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
-        raise IngestError(str(path), f"not a readable zip file ({exc})") from None
+        raise IngestError(display(path, root), f"not a readable zip file ({exc})") from None
     sources = []
     with archive:
         for info in archive.infolist():
             if info.is_dir():
                 continue
-            label = f"{path}: {info.filename}"
+            label = f"{display(path, root)}: {info.filename}"
             if info.flag_bits & 0x1:
                 raise IngestError(
                     label,
@@ -88,23 +93,25 @@ def zip_sources(path: Path) -> list[Source]:
     return sources
 
 
-def expand(paths: list[Path]) -> list[Source]:
-    """Every JSON document in the given files, folders (recursively) and zips."""
+def expand(paths: list[Path], root: Path | None = None) -> list[Source]:
+    """Every JSON document in the given files, folders (recursively) and zips; labelled
+    relative to `root`, when given."""
     sources: list[Source] = []
     for path in paths:
+        name = display(path, root)
         if path.is_dir():
             found = sorted(
                 p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".zip")
             )
             if not found:
-                raise IngestError(str(path), "folder holds no .json or .zip files")
-            sources += expand(found)
+                raise IngestError(name, "folder holds no .json or .zip files")
+            sources += expand(found, root)
         elif not path.exists():
-            raise IngestError(str(path), "no such file or folder")
+            raise IngestError(name, "no such file or folder")
         elif is_zip(path):
-            sources += zip_sources(path)
+            sources += zip_sources(path, root)
         elif path.suffix.lower() == ".zip":
-            raise IngestError(str(path), "named .zip but not a zip file (no zip signature)")
+            raise IngestError(name, "named .zip but not a zip file (no zip signature)")
         else:
-            sources.append(Source(str(path), path.stat().st_size, path))
+            sources.append(Source(name, path.stat().st_size, path))
     return sources

@@ -91,9 +91,14 @@ async def ping(conn: Connection) -> None:
     await conn.fetchval("SELECT 1")
 
 
+def is_store_busy(exc: BaseException) -> bool:
+    """Whether a write gave up waiting for SQLite's one write lock (an ingest holds it)."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
 def describe_database_error(exc: BaseException) -> str:
     """One line for a user: what went wrong with the database, and what to do."""
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+    if is_store_busy(exc):
         return (
             f"the SQLite store stayed locked by another write (an ingest running?) for "
             f"{SQLITE_BUSY_TIMEOUT_MS // 1000} s; run this again once it has finished"

@@ -85,12 +85,20 @@ from graphsvc.wire.operations import (
     zero_job,
     zero_token,
 )
+from graphsvc.wire.uploads import (
+    AcceptedTypes,
+    FileUploadJob,
+    FileUploadJobResponse,
+    PagedFileUploadJobs,
+    UploadedFile,
+)
 
 __all__ = [
     "MASKED_KEY",
     "UUID",
     "ZERO_TIME",
     "ZERO_UUID",
+    "AcceptedTypes",
     "AuthToken",
     "AuthTokenList",
     "AuthTokenListResponse",
@@ -114,6 +122,8 @@ __all__ = [
     "ExtensionDefinition",
     "ExtensionInfo",
     "ExtensionList",
+    "FileUploadJob",
+    "FileUploadJobResponse",
     "HealthData",
     "HealthResponse",
     "Int32",
@@ -133,6 +143,7 @@ __all__ = [
     "OUReference",
     "PagedAggregations",
     "PagedClients",
+    "PagedFileUploadJobs",
     "PagedNodeList",
     "PagedSearchResults",
     "PagedTenantStats",
@@ -147,6 +158,7 @@ __all__ = [
     "SamlProviderResponse",
     "SearchResult",
     "SelfResponse",
+    "UploadedFile",
     "User",
     "UserList",
     "UserListResponse",

@@ -1,0 +1,249 @@
+"""`graphsvc upload`: send collector files to a graphsvc server as one file-upload job, from
+any machine, with an API token's signed requests.
+
+The standard library's HTTP client streams each file from disk: a file is read once to sign
+it (the signature covers the body) and once to send it, never held in memory.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import click
+
+from graphsvc.cli.common import fail, read_stdin_secret
+from graphsvc.crypto import body_signer, encode_signature, sign_request
+from graphsvc.ingest.sources import ZIP_MAGIC
+
+CHUNK = 1024 * 1024
+# How long the client keeps sending a request again while the server answers 503 (a SQLite
+# store ingesting a large job holds its one write lock for minutes).
+BUSY_PATIENCE_SECONDS = 900
+FINISHED = {2: "Complete", 4: "Timed Out", 5: "Failed"}
+
+
+class Server:
+    """Signed requests to one graphsvc server."""
+
+    def __init__(self, url: str, token_id: str, token_key: str, timeout: float) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            fail(f"--url {url!r} must be http://host[:port] or https://host[:port]")
+        self.parts = parts
+        self.prefix = parts.path.rstrip("/")
+        self.token_id = token_id
+        self.token_key = token_key
+        self.timeout = timeout
+        self.busy_since = float("inf")  # when the server began answering 503, if it is
+
+    def connect(self) -> http.client.HTTPConnection:
+        kind = (
+            http.client.HTTPSConnection
+            if self.parts.scheme == "https"
+            else http.client.HTTPConnection
+        )
+        return kind(self.parts.hostname or "", self.parts.port, timeout=self.timeout)
+
+    def headers(self, signature: str, date: str) -> dict[str, str]:
+        return {
+            "Authorization": f"svcsignature {self.token_id}",
+            "RequestDate": date,
+            "Signature": signature,
+            "User-Agent": "graphsvc-upload",
+        }
+
+    def call(self, method: str, path: str, body: bytes = b"") -> Any:
+        uri = self.prefix + path
+        while True:
+            date = now_stamp()
+            signature = sign_request(self.token_key, method, uri, date, body)
+            headers = self.headers(signature, date)
+            if body:
+                headers["Content-Type"] = "application/json"
+            answered = self.exchange(method, uri, headers, [body], f"{method} {path}")
+            if answered is not None:
+                return answered
+            self.check_patience(f"{method} {path}")
+
+    def send_file(self, path: str, file: Path, progress: Any) -> Any:
+        uri = self.prefix + path
+        while True:
+            date = now_stamp()
+            signer = body_signer(self.token_key, "POST", uri, date)
+            for chunk in read_chunks(file):
+                signer.update(chunk)
+            headers = self.headers(encode_signature(signer), date)
+            headers["Content-Type"] = content_type(file)
+            headers["Content-Length"] = str(file.stat().st_size)
+            headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(file.name)}"
+            answered = self.exchange(
+                "POST", uri, headers, counted(read_chunks(file), progress), f"POST {path} ({file})"
+            )
+            if answered is not None:
+                return answered
+            self.check_patience(f"sending {file}")
+
+    def check_patience(self, what: str) -> None:
+        if time.monotonic() > self.busy_since + BUSY_PATIENCE_SECONDS:
+            fail(f"{what}: the server stayed busy for {BUSY_PATIENCE_SECONDS} s; try later")
+
+    def exchange(
+        self, method: str, uri: str, headers: dict[str, str], body: Iterable[bytes], what: str
+    ) -> Any:
+        """One request; its answer, or None when the server was busy (503: a SQLite store
+        is ingesting) and the request should be sent again, after the wait it asked for."""
+        connection = self.connect()
+        try:
+            connection.putrequest(method, uri, skip_accept_encoding=True)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            if "Content-Length" not in headers:
+                connection.putheader("Content-Length", str(sum(len(b) for b in body)))
+            connection.endheaders()
+            for chunk in body:
+                connection.send(chunk)
+            response = connection.getresponse()
+            if response.status == 503:
+                response.read()
+                wait = int(response.headers.get("Retry-After", "5"))
+                if self.busy_since == float("inf"):
+                    self.busy_since = time.monotonic()
+                click.echo(f"{what}: the server is busy; sending again in {wait} s", err=True)
+                time.sleep(wait)
+                return None
+            self.busy_since = float("inf")
+            return answer(response, what)
+        except OSError as exc:
+            fail(f"{self.parts.geturl()}: {what}: {exc}")
+        finally:
+            connection.close()
+
+
+def counted(chunks: Iterator[bytes], progress: Any) -> Iterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+        progress(len(chunk))
+
+
+def now_stamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def read_chunks(file: Path) -> Iterator[bytes]:
+    with file.open("rb") as stream:
+        while chunk := stream.read(CHUNK):
+            yield chunk
+
+
+def content_type(file: Path) -> str:
+    with file.open("rb") as stream:
+        return "application/zip" if stream.read(4) == ZIP_MAGIC else "application/json"
+
+
+def answer(response: http.client.HTTPResponse, what: str) -> Any:
+    """The answer's JSON body, or a one-line failure with the server's message."""
+    raw = response.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        fail(f"{what}: HTTP {response.status}, not JSON: {raw[:200]!r}")
+    if response.status >= 400:
+        errors = body.get("errors") or [{}]
+        fail(f"{what}: HTTP {response.status}: {errors[0].get('message', raw[:200])}")
+    return body
+
+
+def collect_files(paths: tuple[Path, ...]) -> list[Path]:
+    """The files to send: each file given, and the .json and .zip files of each folder."""
+    files = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".zip")
+            )
+            if not found:
+                fail(f"{path}: the folder holds no .json or .zip files")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            fail(f"{path}: no such file or folder")
+    return files
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--url", required=True, envvar="GRAPHSVC_URL", help="The server, http(s)://host:port."
+)
+@click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
+@click.option("--token-key-stdin", is_flag=True, help="Read the token key from standard input.")
+@click.option(
+    "--token-key",
+    envvar="GRAPHSVC_TOKEN_KEY",
+    default=None,
+    help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
+)
+@click.option(
+    "--wait", is_flag=True, help="Follow the job until it is ingested; exit 1 if it fails."
+)
+@click.option(
+    "--timeout", type=float, default=300.0, show_default=True, help="Seconds per request."
+)
+def upload(
+    paths: tuple[Path, ...],
+    url: str,
+    token_id: str,
+    token_key_stdin: bool,
+    token_key: str | None,
+    wait: bool,
+    timeout: float,
+) -> None:
+    """Send collector files (JSON, SharpHound zips, folders of them) to a server as one job."""
+    if token_key_stdin:
+        token_key = read_stdin_secret("--token-key-stdin")
+    if not token_key:
+        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
+    assert token_key is not None
+    files = collect_files(paths)
+    server = Server(url, token_id, token_key, timeout)
+    job = server.call("POST", "/api/v2/file-upload/start")["data"]
+    job_id = job["id"]
+    click.echo(f"file-upload job {job_id} started", err=True)
+    total = sum(f.stat().st_size for f in files)
+    with click.progressbar(length=total, label="uploading", file=sys.stderr) as bar:
+        for file in files:
+            server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
+    server.call("POST", f"/api/v2/file-upload/{job_id}/end")
+    click.echo(f"sent {len(files)} files ({total:,} bytes); job {job_id} is queued", err=True)
+    if not wait:
+        click.echo(json.dumps({"id": job_id, "status": 6}))
+        return
+    while True:
+        page = server.call("GET", f"/api/v2/file-upload?id={job_id}")["data"]
+        if not page:
+            fail(f"file-upload job {job_id} is not listed any more")
+        job = page[0]
+        if job["status"] in FINISHED:
+            break
+        time.sleep(1)
+    click.echo(
+        json.dumps(
+            {
+                "id": job_id,
+                "status": job["status"],
+                "status_message": job["status_message"],
+                "run_id": job["run_id"]["uuid"] if job["run_id"]["valid"] else None,
+            }
+        )
+    )
+    if job["status"] != 2:
+        fail(f"file-upload job {job_id} {FINISHED[job['status']]}: {job['status_message']}")

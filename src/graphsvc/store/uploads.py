@@ -1,0 +1,274 @@
+"""File-upload jobs, their files and the files' bytes (in chunks), and the ingest lease that
+lets one replica at a time ingest a job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.paging import SortKey, fetch_page, order_clause
+
+# The reference server's job states (its enum; graphsvc uses these five).
+RUNNING, COMPLETE, TIMED_OUT, FAILED, INGESTING = 1, 2, 4, 5, 6
+LEASE = "ingest"  # the one lease row: one job at a time per store
+
+
+@dataclass
+class JobRow:
+    id: int
+    user_id: str
+    status: int
+    status_message: str
+    start_time: datetime
+    end_time: datetime | None
+    last_ingest: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    run_id: str | None
+    attempts: int
+
+
+@dataclass
+class FileRow:
+    id: int
+    job_id: int
+    name: str
+    content_type: str
+    size_bytes: int
+    uploaded_at: datetime
+
+
+JOB_COLUMNS = """id, user_id, status, status_message, start_time, end_time, last_ingest,
+    created_at, updated_at, run_id, attempts"""
+JOB_SORT_COLUMNS = {
+    "id": "id",
+    "status": "status",
+    "start_time": "start_time",
+    "end_time": "end_time",
+    "last_ingest": "last_ingest",
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+}
+
+
+def job_from_row(r: Row) -> JobRow:
+    return JobRow(
+        int(r[0]), str(r[1]), int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], int(r[10])
+    )
+
+
+async def insert_job(conn: Connection, user_id: str, now: datetime) -> JobRow:
+    r = await conn.fetchrow(
+        f"""INSERT INTO file_upload_jobs (user_id, status, status_message, start_time,
+            created_at, updated_at, attempts) VALUES ($1, $2, '', $3, $3, $3, 0)
+        RETURNING {JOB_COLUMNS}""",
+        user_id,
+        RUNNING,
+        now,
+    )
+    assert r is not None
+    return job_from_row(r)
+
+
+async def find_job(conn: Connection, job_id: int, lock: bool = False) -> JobRow | None:
+    """A job; with `lock`, its row stays locked to this transaction on PostgreSQL (SQLite's
+    write transaction already excludes every other writer)."""
+    suffix = " FOR UPDATE" if lock and conn.dialect == "postgresql" else ""
+    r = await conn.fetchrow(
+        f"SELECT {JOB_COLUMNS} FROM file_upload_jobs WHERE id = $1{suffix}", job_id
+    )
+    return None if r is None else job_from_row(r)
+
+
+async def list_jobs(
+    conn: Connection,
+    job_id: int | None,
+    user_id: str | None,
+    status: int | None,
+    sort: Sequence[SortKey],
+    skip: int,
+    limit: int,
+) -> tuple[int, list[JobRow]]:
+    """One page of jobs, of one user or of all, optionally one job or the jobs in one state."""
+    conditions: list[str] = ["TRUE"]
+    args: list[Any] = []
+    if job_id is not None:
+        args.append(job_id)
+        conditions.append(f"id = ${len(args)}")
+    if user_id is not None:
+        args.append(user_id)
+        conditions.append(f"user_id = ${len(args)}")
+    if status is not None:
+        args.append(status)
+        conditions.append(f"status = ${len(args)}")
+    total, rows = await fetch_page(
+        conn,
+        f"""SELECT {JOB_COLUMNS}, count(*) OVER () FROM file_upload_jobs
+        WHERE {" AND ".join(conditions)}
+        ORDER BY {order_clause(sort, JOB_SORT_COLUMNS, "id DESC")}""",
+        args,
+        skip,
+        limit,
+    )
+    return total, [job_from_row(r) for r in rows]
+
+
+async def list_job_files(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[FileRow]]:
+    found: dict[int, list[FileRow]] = {job_id: [] for job_id in job_ids}
+    for job_id in job_ids:  # a page holds at most a few hundred jobs; each is an index seek
+        rows = await conn.fetch(
+            """SELECT id, job_id, name, content_type, size_bytes, uploaded_at
+            FROM file_upload_files WHERE job_id = $1 ORDER BY id""",
+            job_id,
+        )
+        found[job_id] = [FileRow(int(r[0]), int(r[1]), r[2], r[3], int(r[4]), r[5]) for r in rows]
+    return found
+
+
+async def insert_file(
+    conn: Connection, job_id: int, name: str, content_type: str, size: int, now: datetime
+) -> int:
+    file_id = await conn.fetchval(
+        """INSERT INTO file_upload_files (job_id, name, content_type, size_bytes, uploaded_at)
+        VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+        job_id,
+        name,
+        content_type,
+        size,
+        now,
+    )
+    await conn.execute(
+        "UPDATE file_upload_jobs SET last_ingest = $2, updated_at = $2 WHERE id = $1", job_id, now
+    )
+    return int(file_id)
+
+
+async def insert_chunk(conn: Connection, file_id: int, seq: int, data: bytes) -> None:
+    await conn.execute(
+        "INSERT INTO file_upload_chunks (file_id, seq, data) VALUES ($1, $2, $3)",
+        file_id,
+        seq,
+        data,
+    )
+
+
+async def fetch_chunk(conn: Connection, file_id: int, seq: int) -> bytes | None:
+    data = await conn.fetchval(
+        "SELECT data FROM file_upload_chunks WHERE file_id = $1 AND seq = $2", file_id, seq
+    )
+    return None if data is None else bytes(data)
+
+
+async def delete_job_bytes(conn: Connection, job_id: int) -> None:
+    """Drop a finished job's uploaded bytes; its file list stays."""
+    await conn.execute(
+        """DELETE FROM file_upload_chunks WHERE file_id IN
+        (SELECT id FROM file_upload_files WHERE job_id = $1)""",
+        job_id,
+    )
+
+
+async def set_job_status(
+    conn: Connection,
+    job_id: int,
+    status: int,
+    message: str,
+    now: datetime,
+    ended: bool = False,
+    run_id: str | None = None,
+) -> None:
+    await conn.execute(
+        """UPDATE file_upload_jobs SET status = $2, status_message = $3, updated_at = $4,
+            end_time = CASE WHEN $5 THEN $4 ELSE end_time END,
+            run_id = coalesce($6, run_id)
+        WHERE id = $1""",
+        job_id,
+        status,
+        message,
+        now,
+        ended,
+        run_id,
+    )
+
+
+async def count_attempt(conn: Connection, job_id: int, message: str, now: datetime) -> int:
+    """Note that a replica has started ingesting the job; the attempts so far."""
+    attempts = await conn.fetchval(
+        """UPDATE file_upload_jobs SET attempts = attempts + 1, status_message = $2,
+            updated_at = $3 WHERE id = $1 RETURNING attempts""",
+        job_id,
+        message,
+        now,
+    )
+    return int(attempts)
+
+
+async def next_queued_job(conn: Connection) -> int | None:
+    found = await conn.fetchval(
+        "SELECT id FROM file_upload_jobs WHERE status = $1 ORDER BY id LIMIT 1", INGESTING
+    )
+    return None if found is None else int(found)
+
+
+async def list_stale_jobs(conn: Connection, idle_since: datetime) -> list[int]:
+    """Jobs still taking files that have seen none since `idle_since`."""
+    rows = await conn.fetch(
+        """SELECT id FROM file_upload_jobs WHERE status = $1
+        AND coalesce(last_ingest, start_time) < $2 ORDER BY id""",
+        RUNNING,
+        idle_since,
+    )
+    return [int(r[0]) for r in rows]
+
+
+# --- the ingest lease -------------------------------------------------------------------------
+# Taking, renewing and giving it back are single-row conditional updates: atomic on both
+# stores (PostgreSQL rechecks the condition on the locked row; SQLite has one writer).
+
+
+async def take_lease(conn: Connection, holder: str, now: datetime, until: datetime) -> bool:
+    """The lease, if nobody holds it or its holder let it expire."""
+    taken = await conn.fetchval(
+        """UPDATE ingest_lease SET holder = $2, job_id = NULL, expires_at = $4
+        WHERE name = $1 AND (holder IS NULL OR expires_at < $3) RETURNING name""",
+        LEASE,
+        holder,
+        now,
+        until,
+    )
+    return taken is not None
+
+
+async def renew_lease(conn: Connection, holder: str, until: datetime, job_id: int | None) -> bool:
+    renewed = await conn.fetchval(
+        """UPDATE ingest_lease SET expires_at = $3, job_id = coalesce($4, job_id)
+        WHERE name = $1 AND holder = $2 RETURNING name""",
+        LEASE,
+        holder,
+        until,
+        job_id,
+    )
+    return renewed is not None
+
+
+async def release_lease(conn: Connection, holder: str) -> bool:
+    """Give the lease back; False if another replica took it meanwhile (this one's lease
+    expired), and whatever this one did under it must not count."""
+    released = await conn.fetchval(
+        """UPDATE ingest_lease SET holder = NULL, job_id = NULL, expires_at = NULL
+        WHERE name = $1 AND holder = $2 RETURNING name""",
+        LEASE,
+        holder,
+    )
+    return released is not None
+
+
+async def find_lease(conn: Connection) -> tuple[str | None, int | None, datetime | None]:
+    r = await conn.fetchrow(
+        "SELECT holder, job_id, expires_at FROM ingest_lease WHERE name = $1", LEASE
+    )
+    assert r is not None, "the ingest lease row is missing: run graphsvc db upgrade"
+    return r[0], (None if r[1] is None else int(r[1])), r[2]

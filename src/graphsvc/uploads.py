@@ -1,0 +1,215 @@
+"""File-upload jobs, as the reference server runs them: start a job, send it files (one per
+request), end it; the job is then queued, and a replica's worker (`graphsvc.worker`) ingests
+it through the same path as `graphsvc ingest`.
+
+A caller holding `graphdb/Read` sees every job; any other uploader (Upload-Only) sees its own.
+A job takes files and is ended by the user who started it, or by one with `auth/ManageUsers`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO
+
+from graphsvc import wire
+from graphsvc.access import ANY_USER, Caller
+from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.logs import audit
+from graphsvc.service import Page
+from graphsvc.store import uploads
+from graphsvc.store.db import Connection
+from graphsvc.store.paging import SortKey
+
+UPLOAD = "graphdb/Write"  # the reference server's permission for its file-upload routes
+READ_GRAPH = "graphdb/Read"
+# Content types a file may be sent as (the reference's list), and the kind of file each is.
+ACCEPTED_TYPES = {
+    "application/json": ".json",
+    "application/zip": ".zip",
+    "application/x-zip-compressed": ".zip",
+    "application/zip-compressed": ".zip",
+}
+CHUNK_BYTES = 1024 * 1024  # a row of uploaded bytes: 1 GiB is 1,024 rows
+FILE_NAME = re.compile(r"""filename\*?=(?:UTF-8'')?"?([^";]+)"?""", re.IGNORECASE)
+STATUS_NAMES = {
+    uploads.RUNNING: "Running",
+    uploads.COMPLETE: "Complete",
+    uploads.TIMED_OUT: "Timed Out",
+    uploads.FAILED: "Failed",
+    uploads.INGESTING: "Ingesting",
+}
+
+
+@dataclass
+class UploadedBody:
+    """A file's bytes as received, spooled to an unnamed temporary file."""
+
+    file: IO[bytes]
+    size: int
+    content_type: str  # one of ACCEPTED_TYPES
+    name: str | None  # as the client named it (Content-Disposition), if it did
+
+
+def accepted_content_type(header: str | None) -> str:
+    """The media type of an upload, or a 415 naming the accepted ones."""
+    media_type = (header or "").partition(";")[0].strip().lower()
+    if media_type not in ACCEPTED_TYPES:
+        raise ApiError(
+            415,
+            f"Content-Type {media_type or '(none)'!r} is not accepted; send one of "
+            f"{', '.join(ACCEPTED_TYPES)}",
+            "Content-Type",
+            {"Connection": "close"},  # the body is not read
+        )
+    return media_type
+
+
+def file_name(content_disposition: str | None, content_type: str) -> str | None:
+    """The name a client gave its file (Content-Disposition's filename), cut to its last
+    path segment, with the extension its content type calls for."""
+    found = FILE_NAME.search(content_disposition or "")
+    if found is None:
+        return None
+    name = re.split(r"[/\\]", found.group(1).strip())[-1]
+    name = "".join(c for c in name if c.isprintable())[:200].strip(". ")
+    if not name:
+        return None
+    suffix = ACCEPTED_TYPES[content_type]
+    return name if name.lower().endswith(suffix) else name + suffix
+
+
+def describe_job(job: uploads.JobRow, files: Sequence[uploads.FileRow]) -> wire.FileUploadJob:
+    return wire.FileUploadJob(
+        id=job.id,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        deleted_at=wire.null_time(None),
+        user_id=job.user_id,
+        user_email_address="",  # graphsvc keeps no e-mail addresses
+        status=job.status,
+        status_message=job.status_message,
+        start_time=job.start_time,
+        end_time=job.end_time or wire.ZERO_TIME,
+        last_ingest=job.last_ingest or wire.ZERO_TIME,
+        total_files=len(files),
+        total_bytes=sum(f.size_bytes for f in files),
+        files=[
+            wire.UploadedFile(f.name, f.content_type, f.size_bytes, f.uploaded_at) for f in files
+        ],
+        run_id=wire.null_uuid(job.run_id),
+    )
+
+
+async def answer_job(conn: Connection, job: uploads.JobRow) -> wire.FileUploadJobResponse:
+    files = await uploads.list_job_files(conn, [job.id])
+    return wire.FileUploadJobResponse(describe_job(job, files[job.id]))
+
+
+def sees_every_job(caller: Caller) -> bool:
+    return READ_GRAPH in caller.permissions
+
+
+async def get_own_job(conn: Connection, caller: Caller, job_id: int) -> uploads.JobRow:
+    """A job the caller may add files to or end (locked until the transaction ends), or 404:
+    another user's job is not shown to a caller who may not act on it."""
+    job = await uploads.find_job(conn, job_id, lock=True)
+    if job is None or (
+        job.user_id != caller.principal.user_id and ANY_USER not in caller.permissions
+    ):
+        raise not_found(f"no file-upload job {job_id}", "file_upload_job_id")
+    return job
+
+
+def require_running(job: uploads.JobRow, action: str) -> None:
+    if job.status != uploads.RUNNING:
+        state = STATUS_NAMES.get(job.status, str(job.status))
+        raise bad_request(
+            f"file-upload job {job.id} is {state}, not Running: it cannot {action}; "
+            "start a new job",
+            "file_upload_job_id",
+        )
+
+
+async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJobResponse:
+    now = datetime.now(UTC)
+    job = await uploads.insert_job(conn, caller.principal.user_id, now)
+    audit("upload.started", f"file-upload job {job.id} started", job_id=job.id, user_id=job.user_id)
+    return wire.FileUploadJobResponse(describe_job(job, []))
+
+
+async def store_upload(
+    conn: Connection, caller: Caller, job_id: int, upload: UploadedBody
+) -> wire.FileUploadJobResponse:
+    """Keep one received file in the job, in chunks, in the caller's transaction."""
+    job = await get_own_job(conn, caller, job_id)
+    require_running(job, "take more files")
+    now = datetime.now(UTC)
+    count = len((await uploads.list_job_files(conn, [job.id]))[job.id])
+    name = upload.name or f"file-{count + 1}{ACCEPTED_TYPES[upload.content_type]}"
+    file_id = await uploads.insert_file(conn, job.id, name, upload.content_type, upload.size, now)
+    upload.file.seek(0)
+    seq = 0
+    while chunk := upload.file.read(CHUNK_BYTES):
+        await uploads.insert_chunk(conn, file_id, seq, chunk)
+        seq += 1
+    audit(
+        "upload.file",
+        f"file-upload job {job.id} received {name} ({upload.size} bytes)",
+        job_id=job.id,
+        file=name,
+        size_bytes=upload.size,
+    )
+    found = await uploads.find_job(conn, job.id)
+    assert found is not None
+    return await answer_job(conn, found)
+
+
+async def end_upload_job(
+    conn: Connection, caller: Caller, job_id: int
+) -> wire.FileUploadJobResponse:
+    """Close a job and queue it for ingest; a job without files cannot be ended."""
+    job = await get_own_job(conn, caller, job_id)
+    require_running(job, "be ended again")
+    files = (await uploads.list_job_files(conn, [job.id]))[job.id]
+    if not files:
+        raise bad_request(
+            f"file-upload job {job.id} has no files: send one with POST "
+            f"/api/v2/file-upload/{job.id} before ending it",
+            "file_upload_job_id",
+        )
+    now = datetime.now(UTC)
+    await uploads.set_job_status(conn, job.id, uploads.INGESTING, "queued for ingest", now)
+    audit("upload.ended", f"file-upload job {job.id} ended and queued", job_id=job.id)
+    found = await uploads.find_job(conn, job.id)
+    assert found is not None
+    return await answer_job(conn, found)
+
+
+async def list_upload_jobs(
+    conn: Connection,
+    caller: Caller,
+    page: Page,
+    sort: list[SortKey],
+    job_id: int | None,
+    status: int | None,
+    user_id: str | None,
+) -> wire.PagedFileUploadJobs:
+    """Newest first unless sorted otherwise."""
+    if not sees_every_job(caller):
+        if user_id not in (None, caller.principal.user_id):
+            return wire.PagedFileUploadJobs(0, page.skip, page.limit, [])  # not its jobs
+        user_id = caller.principal.user_id
+    total, jobs = await uploads.list_jobs(
+        conn, job_id, user_id, status, sort, page.skip, page.limit
+    )
+    files = await uploads.list_job_files(conn, [j.id for j in jobs])
+    return wire.PagedFileUploadJobs(
+        total, page.skip, page.limit, [describe_job(j, files[j.id]) for j in jobs]
+    )
+
+
+async def list_accepted_types(conn: Connection) -> wire.AcceptedTypes:
+    return wire.AcceptedTypes(list(ACCEPTED_TYPES))

@@ -1,0 +1,266 @@
+"""The background ingest of ended file-upload jobs, run by every serving replica.
+
+Jobs queue in the database (status Ingesting). A replica's worker takes the store's one
+ingest lease, takes the oldest queued job, writes its files from the database to a private
+temporary folder, and ingests them with `ingest_files`, the path of `graphsvc ingest`, in one
+transaction that also completes the job and gives the lease back: all or nothing.
+
+The lease is what lets a job survive its replica: the holder renews it every third of
+`ingest_lease_seconds` from a thread of its own (parsing holds the worker's event loop for
+seconds at a time), and a replica that dies stops renewing, so another takes the lease once it
+expires and ingests the job again from its stored files. Completing is fenced: the
+transaction gives the lease back only if this replica still holds it, and rolls back
+otherwise. On SQLite the ingest transaction holds the store's write lock, so renewals wait (and
+are skipped) while it runs, but no other replica can take the lease either until it ends.
+
+The worker runs in a thread with its own event loop and connections, so that this process
+keeps answering requests while a job is parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import tempfile
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from graphsvc.ingest.records import IngestError
+from graphsvc.ingest.run import ingest_files
+from graphsvc.logs import audit
+from graphsvc.settings import Settings
+from graphsvc.store import uploads
+from graphsvc.store.db import (
+    DATABASE_ERRORS,
+    Connection,
+    Database,
+    create_database,
+    run_in_transaction,
+)
+
+log = logging.getLogger("graphsvc.worker")
+MAX_ATTEMPTS = 3  # a job whose ingest was cut off this often fails instead of being tried again
+
+
+class LeaseLost(Exception):
+    """Another replica took the lease while this one was ingesting: its work must not count."""
+
+
+class IngestWorker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.url = settings.resolved_database_url()
+        # Who holds the lease, as the job's status message and the logs name it.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.current: asyncio.Task[bool] | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="ingest-worker", daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop between jobs; a job being ingested is rolled back and stays queued."""
+        self.stopping.set()
+        if self.loop is not None and self.current is not None:
+            self.loop.call_soon_threadsafe(self.current.cancel)
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def run(self) -> None:
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        db = create_database(self.url, pool_size=2)
+        await db.open()
+        try:
+            while not self.stopping.is_set():
+                self.current = asyncio.ensure_future(self.process_next_job(db))
+                try:
+                    worked = await self.current
+                except asyncio.CancelledError:
+                    return
+                except Exception:
+                    log.exception("the ingest worker failed; it tries again")
+                    worked = False
+                if not worked:
+                    await asyncio.to_thread(self.stopping.wait, self.settings.ingest_poll_seconds)
+        finally:
+            await db.close()
+
+    async def process_next_job(self, db: Database) -> bool:
+        """Ingest the oldest queued job, if any and if this replica gets the lease; whether
+        there was work."""
+        now = datetime.now(UTC)
+        async with db.reading() as conn:
+            job_id = await uploads.next_queued_job(conn)
+            idle_since = now - timedelta(seconds=self.settings.upload_job_timeout_seconds)
+            stale = await uploads.list_stale_jobs(conn, idle_since)
+        if stale:
+            async with db.transaction() as conn:
+                await time_out_jobs(conn, stale, now)
+        if job_id is None:
+            return bool(stale)
+        async with db.transaction() as conn:
+            if not await uploads.take_lease(conn, self.holder, now, self.lease_until()):
+                return False
+            job_id = await uploads.next_queued_job(conn)  # again, under the lease
+            if job_id is None:
+                await uploads.release_lease(conn, self.holder)
+                return False
+            await uploads.renew_lease(conn, self.holder, self.lease_until(), job_id)
+            attempt = await uploads.count_attempt(conn, job_id, f"ingesting on {self.holder}", now)
+        if attempt > MAX_ATTEMPTS:
+            await self.fail_job(
+                db,
+                job_id,
+                f"the ingest was cut off {MAX_ATTEMPTS} times (a replica stopped or lost the "
+                "database mid-ingest); see the server logs, then upload the files again",
+            )
+            return True
+        keeper = LeaseKeeper(self.url, self.holder, job_id, self.settings.ingest_lease_seconds)
+        keeper.start()
+        try:
+            await self.ingest_job(db, job_id, attempt)
+        finally:
+            keeper.stop()
+        return True
+
+    def lease_until(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.settings.ingest_lease_seconds)
+
+    async def ingest_job(self, db: Database, job_id: int, attempt: int) -> None:
+        log.info("ingesting file-upload job %d (attempt %d)", job_id, attempt)
+        try:
+            with tempfile.TemporaryDirectory(prefix="graphsvc-job-") as folder:
+                async with db.reading() as conn:
+                    paths = await write_job_files(conn, job_id, Path(folder))
+                async with db.transaction() as conn:
+                    result = await ingest_files(conn, paths, root=Path(folder))
+                    message = (
+                        f"ingested {len(result.files)} documents: {result.nodes} nodes, "
+                        f"{result.edges} edges"
+                    )
+                    now = datetime.now(UTC)
+                    await uploads.set_job_status(
+                        conn, job_id, uploads.COMPLETE, message, now, True, result.run_id
+                    )
+                    await uploads.delete_job_bytes(conn, job_id)
+                    if not await uploads.release_lease(conn, self.holder):
+                        raise LeaseLost
+        except IngestError as exc:
+            await self.fail_job(db, job_id, str(exc))
+            return
+        except LeaseLost:
+            log.warning("file-upload job %d: lease lost mid-ingest; rolled back", job_id)
+            return
+        except asyncio.CancelledError:
+            await asyncio.shield(self.give_back_lease(db))
+            raise
+        except DATABASE_ERRORS:
+            # Not the files' fault (the database went away, say): the job stays queued, and
+            # this or another replica tries again, up to MAX_ATTEMPTS.
+            log.exception("file-upload job %d: the ingest failed; it is tried again", job_id)
+            await asyncio.shield(self.give_back_lease(db))
+            return
+        except Exception as exc:
+            log.exception("file-upload job %d: the ingest failed", job_id)
+            await self.fail_job(
+                db, job_id, f"internal error ({type(exc).__name__}); see the server log"
+            )
+            return
+        audit(
+            "upload.ingested",
+            f"file-upload job {job_id}: {message}",
+            job_id=job_id,
+            run_id=result.run_id,
+        )
+
+    async def fail_job(self, db: Database, job_id: int, message: str) -> None:
+        """Fail a job, dropping its files, if this replica still holds the lease."""
+        async with db.transaction() as conn:
+            if not await uploads.release_lease(conn, self.holder):
+                return
+            await uploads.set_job_status(
+                conn, job_id, uploads.FAILED, message, datetime.now(UTC), ended=True
+            )
+            await uploads.delete_job_bytes(conn, job_id)
+        audit(
+            "upload.failed",
+            f"file-upload job {job_id} failed: {message}",
+            job_id=job_id,
+            reason=message,
+        )
+
+    async def give_back_lease(self, db: Database) -> None:
+        async with db.transaction() as conn:
+            await uploads.release_lease(conn, self.holder)
+
+
+async def time_out_jobs(conn: Connection, job_ids: list[int], now: datetime) -> None:
+    for job_id in job_ids:
+        job = await uploads.find_job(conn, job_id, lock=True)
+        if job is None or job.status != uploads.RUNNING:
+            continue  # it took a file or was ended meanwhile
+        await uploads.set_job_status(
+            conn, job_id, uploads.TIMED_OUT, "no file arrived in time; start a new job", now, True
+        )
+        await uploads.delete_job_bytes(conn, job_id)
+        audit("upload.timed_out", f"file-upload job {job_id} timed out", job_id=job_id)
+
+
+async def write_job_files(conn: Connection, job_id: int, folder: Path) -> list[Path]:
+    """The job's files, written from the database into `folder` under the names they were
+    sent with (numbered when two share a name)."""
+    files = (await uploads.list_job_files(conn, [job_id]))[job_id]
+    paths = []
+    for number, file in enumerate(files, start=1):
+        path = folder / file.name
+        if path.exists():
+            path = folder / f"{number}-{file.name}"
+        with path.open("wb") as out:
+            seq = 0
+            while (chunk := await uploads.fetch_chunk(conn, file.id, seq)) is not None:
+                out.write(chunk)
+                seq += 1
+        paths.append(path)
+    return paths
+
+
+class LeaseKeeper:
+    """Renews the lease from a thread of its own while a job is ingested."""
+
+    def __init__(self, url: str, holder: str, job_id: int, lease_seconds: float) -> None:
+        self.url = url
+        self.holder = holder
+        self.job_id = job_id
+        self.lease_seconds = lease_seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="ingest-lease", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def run(self) -> None:
+        while not self.done.wait(self.lease_seconds / 3):
+            try:
+                asyncio.run(run_in_transaction(self.url, self.renew))
+            except DATABASE_ERRORS as exc:
+                # On SQLite the ingest holds the write lock: nobody else can take the lease.
+                log.debug("lease renewal skipped: %s", exc)
+
+    async def renew(self, conn: Connection) -> None:
+        until = datetime.now(UTC) + timedelta(seconds=self.lease_seconds)
+        if not await uploads.renew_lease(conn, self.holder, until, self.job_id):
+            log.warning("file-upload job %d: the lease was taken over", self.job_id)

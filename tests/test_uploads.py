@@ -1,0 +1,336 @@
+"""File-upload jobs over HTTP: start, send files, end, and the background ingest, on both
+stores; what an Upload-Only token may do; bodies that are refused leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from graphsvc import service
+from graphsvc.api.operations import OPERATIONS
+from graphsvc.store.db import Connection
+from graphsvc.uploads import UPLOAD
+from tests.conftest import FIXTURES, Env, ingest
+
+CE = FIXTURES / "bloodhound-ce" / "fixtures"
+V6 = CE / "v6" / "ingest"
+SAMPLE_ZIP = FIXTURES / "bloodhound-docs" / "ad_sampledata.zip"
+TESTLAB = "S-1-5-21-3130019616-2776909439-2417379446"
+WIN10 = f"{TESTLAB}-1104"
+START, JOBS = "/api/v2/file-upload/start", "/api/v2/file-upload"
+AGG = (
+    "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+    "&schema_extension_id=1&limit=10000"
+)
+
+
+def post(
+    env: Env,
+    uri: str,
+    token: service.CreatedToken,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    signed_body: bytes | None = None,
+) -> httpx.Response:
+    """A POST signed with `token` over `signed_body` (the body sent, unless given)."""
+    signature = env.signed_headers(
+        "POST", uri, token, body=body if signed_body is None else signed_body
+    )
+    return env.request("POST", uri, {**signature, **(headers or {})}, content=body)
+
+
+def send_file(
+    env: Env, token: service.CreatedToken, job_id: int, name: str, data: bytes, kind: str
+) -> httpx.Response:
+    return post(
+        env,
+        f"{JOBS}/{job_id}",
+        token,
+        data,
+        {"Content-Type": kind, "Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+def upload(env: Env, token: service.CreatedToken, files: list[tuple[str, bytes, str]]) -> int:
+    started = post(env, START, token)
+    assert started.status_code == 201, started.text
+    job_id: int = started.json()["data"]["id"]
+    for name, data, kind in files:
+        sent = send_file(env, token, job_id, name, data, kind)
+        assert sent.status_code == 202, sent.text
+    ended = post(env, f"{JOBS}/{job_id}/end", token)
+    assert ended.status_code == 200, ended.text
+    assert ended.json()["data"]["status"] == 6
+    return job_id
+
+
+def job_of(env: Env, token: service.CreatedToken, job_id: int) -> dict[str, Any]:
+    response = env.get(f"{JOBS}?id={job_id}", token)
+    assert response.status_code == 200, response.text
+    jobs: list[dict[str, Any]] = response.json()["data"]
+    assert len(jobs) == 1
+    return jobs[0]
+
+
+def wait_for_job(env: Env, token: service.CreatedToken, job_id: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = job_of(env, token, job_id)
+        if job["status"] in (2, 4, 5):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def json_files(folder: Path) -> list[tuple[str, bytes, str]]:
+    return [(p.name, p.read_bytes(), "application/json") for p in sorted(folder.glob("*.json"))]
+
+
+def dcom_of(env: Env, computer: str) -> list[dict[str, Any]]:
+    body = env.get(f"/api/v2/computers/{computer}/dcom-rights?limit=1000").json()
+    return sorted(body["data"], key=lambda e: str(e["objectID"]))
+
+
+def statistics_of(env: Env, run_id: str) -> dict[tuple[str, str], float]:
+    rows = env.get(AGG).json()["data"]
+    return {
+        (r["metric_type"], r["metric_name"]): r["metric_value"]
+        for r in rows
+        if r["run_id"] == run_id
+    }
+
+
+def count_rows(env: Env, table: str) -> int:
+    async def work(conn: Connection) -> int:
+        return int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
+
+    return env.run_in_transaction(work)
+
+
+@pytest.fixture
+def uploading(make_env: Callable[..., Env]) -> tuple[Env, service.CreatedToken]:
+    """A store with an admin, a worker that looks for jobs often, and an Upload-Only token."""
+    made = make_env(ingest_worker=True, ingest_poll_seconds=0.05)
+    made.create_admin()
+    return made, made.user_with_token("collector", "Upload-Only")
+
+
+def test_upload_only_token_uploads_json_files_and_the_graph_equals_the_cli_ingest(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    files = json_files(V6)
+    job_id = upload(env, collector, files)
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 2, job["status_message"]
+    assert job["run_id"]["valid"]
+    assert [f["name"] for f in job["files"]] == [name for name, _, _ in files]
+    assert [f["size_bytes"] for f in job["files"]] == [len(data) for _, data, _ in files]
+    assert job["total_bytes"] == sum(len(d) for _, d, _ in files)
+    assert job["end_time"] >= job["start_time"]
+    uploaded_dcom = dcom_of(env, WIN10)
+    uploaded_stats = statistics_of(env, job["run_id"]["uuid"])
+    assert len(uploaded_dcom) > 10 and uploaded_stats
+
+    cli_run = ingest(env, V6)  # the same files through `graphsvc ingest`'s path
+    assert dcom_of(env, WIN10) == uploaded_dcom
+    assert statistics_of(env, cli_run.run_id) == uploaded_stats
+    assert count_rows(env, "file_upload_chunks") == 0, "a finished job's bytes are dropped"
+
+
+def test_a_sharphound_zip_upload_equals_its_cli_ingest(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    job_id = upload(env, collector, [("sample.zip", SAMPLE_ZIP.read_bytes(), "application/zip")])
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 2, job["status_message"]
+    uploaded = statistics_of(env, job["run_id"]["uuid"])
+    assert uploaded[("node", "User")] > 0
+    assert statistics_of(env, ingest(env, SAMPLE_ZIP).run_id) == uploaded
+
+
+def test_a_broken_file_fails_the_job_naming_it_and_leaves_the_graph_as_it_was(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    ingest(env, V6 / "domains.json")
+    nodes, runs = count_rows(env, "nodes"), count_rows(env, "ingest_runs")
+    good = (V6 / "users.json").read_bytes()
+    broken = (V6 / "computers.json").read_bytes()[:5000]
+    job_id = upload(
+        env,
+        collector,
+        [("users.json", good, "application/json"), ("computers.json", broken, "application/json")],
+    )
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 5
+    assert job["status_message"].startswith("computers.json: not valid JSON"), job
+    assert not job["run_id"]["valid"]
+    assert (count_rows(env, "nodes"), count_rows(env, "ingest_runs")) == (nodes, runs)
+    assert count_rows(env, "file_upload_chunks") == 0
+
+
+def test_a_body_that_is_not_its_type_fails_the_job_naming_the_file(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    job_id = upload(env, collector, [("collection.zip", b"{}", "application/zip")])
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 5
+    assert job["status_message"] == (
+        "collection.zip: named .zip but not a zip file (no zip signature)"
+    )
+
+
+def test_a_wrong_body_signature_is_401_and_stores_nothing(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    job_id = post(env, START, collector).json()["data"]["id"]
+    data = (V6 / "users.json").read_bytes()
+    refused = post(
+        env,
+        f"{JOBS}/{job_id}",
+        collector,
+        data,
+        {"Content-Type": "application/json"},
+        signed_body=data[:-1] + b" ",
+    )
+    assert refused.status_code == 401
+    assert refused.json()["errors"][0]["message"] == "invalid signature or unknown token id"
+    assert job_of(env, collector, job_id)["total_files"] == 0
+    assert count_rows(env, "file_upload_files") == count_rows(env, "file_upload_chunks") == 0
+
+
+def test_content_types_and_the_size_cap(make_env: Callable[..., Env]) -> None:
+    env = make_env(max_upload_bytes=1000)
+    env.create_admin()
+    job_id = post(env, START, env.token).json()["data"]["id"]
+    uri = f"{JOBS}/{job_id}"
+    wrong = post(env, uri, env.token, b"{}", {"Content-Type": "text/plain"})
+    assert wrong.status_code == 415
+    assert "application/json, application/zip" in wrong.json()["errors"][0]["message"]
+    assert post(env, uri, env.token, b"{}").status_code == 415  # no type: which is it?
+    big = post(env, uri, env.token, b"x" * 1001, {"Content-Type": "application/json"})
+    assert big.status_code == 413
+    # A body sent in pieces without a declared length is cut off at the cap too.
+    pieces = (b"y" * 300 for _ in range(4))
+    streamed = env.client.post(
+        uri,
+        content=pieces,
+        headers={
+            **env.signed_headers("POST", uri, body=b"y" * 1200),
+            "Content-Type": "application/json",
+        },
+    )
+    assert streamed.status_code == 413
+    fits = post(
+        env, uri, env.token, b"[]" * 500, {"Content-Type": "application/json; charset=utf-8"}
+    )
+    assert fits.status_code == 202, fits.text
+    assert fits.json()["data"]["files"][0]["name"] == "file-1.json"
+    assert count_rows(env, "file_upload_files") == 1
+
+
+def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    refused = []
+    for op in OPERATIONS:
+        if op.authentication != "any" or op.permission in (None, UPLOAD):
+            continue
+        path = (
+            op.path.replace("{tenant_id}", "00000000-0000-0000-0000-000000000001")
+            .replace("{user_id}", "00000000-0000-0000-0000-000000000001")
+            .replace("{token_id}", "00000000-0000-0000-0000-000000000001")
+            .replace("{client_id}", "00000000-0000-0000-0000-000000000001")
+            .replace("{saml_provider_id}", "1")
+            .replace("{object_id}", WIN10)
+        )
+        headers = env.signed_headers(op.method, path, collector)
+        response = env.request(op.method, path, headers)
+        if response.status_code == 403:
+            refused.append(op.operation_id)
+        else:
+            raise AssertionError(f"{op.method} {path}: {response.status_code}")
+    assert {"ListDataQualityAggregations", "ListComputerDCOMRights", "Search"} <= set(refused)
+    assert env.get("/api/v2/self", collector).status_code == 200
+    assert env.get("/api/v2/file-upload/accepted-types", collector).json()["data"] == [
+        "application/json",
+        "application/zip",
+        "application/x-zip-compressed",
+        "application/zip-compressed",
+    ]
+    # Its jobs only; an Administrator (graphdb/Read) sees every job.
+    admins = post(env, START, env.token).json()["data"]["id"]
+    own = post(env, START, collector).json()["data"]["id"]
+    assert [j["id"] for j in env.get(JOBS, collector).json()["data"]] == [own]
+    assert env.get(f"{JOBS}?id={admins}", collector).json()["data"] == []
+    assert [j["id"] for j in env.get(JOBS).json()["data"]] == [own, admins]
+    # Another user's job is not its to fill or end.
+    assert post(env, f"{JOBS}/{admins}/end", collector).status_code == 404
+    other = send_file(env, collector, admins, "x.json", b"{}", "application/json")
+    assert other.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [("User", 403), ("Read-Only", 403), ("Power User", 201)]
+)
+def test_roles_as_in_the_reference(
+    uploading: tuple[Env, service.CreatedToken], role: str, status: int
+) -> None:
+    env, _ = uploading
+    token = env.user_with_token(role.lower().replace(" ", "-"), role)
+    assert post(env, START, token).status_code == status
+
+
+def test_job_rules_and_listing(uploading: tuple[Env, service.CreatedToken]) -> None:
+    env, collector = uploading
+    job_id = post(env, START, collector).json()["data"]["id"]
+    empty = post(env, f"{JOBS}/{job_id}/end", collector)
+    assert empty.status_code == 400 and "has no files" in empty.json()["errors"][0]["message"]
+    assert post(env, f"{JOBS}/999999/end", collector).status_code == 404
+    assert send_file(env, collector, 999999, "a.json", b"{}", "application/json").status_code == 404
+    assert post(env, f"{JOBS}/start2/end", collector).status_code == 400
+    done = upload(
+        env, collector, [("domains.json", (V6 / "domains.json").read_bytes(), "application/json")]
+    )
+    wait_for_job(env, collector, done)
+    late = send_file(env, collector, done, "b.json", b"{}", "application/json")
+    assert late.status_code == 400 and "not Running" in late.json()["errors"][0]["message"]
+    page = env.get(f"{JOBS}?limit=1", collector).json()
+    assert page["count"] == 2 and [j["id"] for j in page["data"]] == [done]
+    assert [j["id"] for j in env.get(f"{JOBS}?status=1", collector).json()["data"]] == [job_id]
+    oldest = env.get(f"{JOBS}?sort_by=id", collector).json()["data"]
+    assert [j["id"] for j in oldest] == [job_id, done]
+
+
+def test_a_job_that_takes_no_file_in_time_times_out(make_env: Callable[..., Env]) -> None:
+    env = make_env(ingest_worker=True, ingest_poll_seconds=0.05, upload_job_timeout_seconds=1)
+    env.create_admin()
+    job_id = post(env, START, env.token).json()["data"]["id"]
+    send_file(env, env.token, job_id, "a.json", b"{}", "application/json")
+    job = wait_for_job(env, env.token, job_id)
+    assert job["status"] == 4 and job["status_message"].startswith("no file arrived in time")
+    assert count_rows(env, "file_upload_chunks") == 0
+
+
+def test_upload_responses_follow_the_reference_envelopes(
+    uploading: tuple[Env, service.CreatedToken],
+) -> None:
+    env, collector = uploading
+    started = post(env, START, collector).json()["data"]
+    assert started["status"] == 1 and started["user_email_address"] == ""
+    assert started["end_time"] == "0001-01-01T00:00:00Z"
+    assert json.loads(json.dumps(started))["deleted_at"] == {
+        "time": "0001-01-01T00:00:00Z",
+        "valid": False,
+    }
