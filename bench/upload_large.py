@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import socket
@@ -23,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +40,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def signed_get(base: str, token: service.CreatedToken, uri: str) -> Any:
+def signed_get(port: int, token: service.CreatedToken, uri: str) -> Any:
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    request = urllib.request.Request(
-        base + uri,
-        headers={
-            "Authorization": f"svcsignature {token.id}",
-            "RequestDate": date,
-            "Signature": sign_request(token.key, "GET", uri, date, b""),
-        },
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+    headers = {
+        "Authorization": f"svcsignature {token.id}",
+        "RequestDate": date,
+        "Signature": sign_request(token.key, "GET", uri, date, b""),
+    }
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", uri, headers=headers)
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
 
 
 def vm_hwm_mb(pid: int) -> float:
@@ -91,7 +92,7 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
     try:
         for _ in range(200):
             try:
-                urllib.request.urlopen(f"{base}/health", timeout=1)
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
                 time.sleep(0.1)
@@ -114,9 +115,9 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
         latencies = []
         while True:
             before = time.monotonic()
-            signed_get(base, reader, "/api/v2/self")
+            signed_get(port, reader, "/api/v2/self")
             latencies.append((time.monotonic() - before) * 1000)
-            job = signed_get(base, uploader, f"/api/v2/file-upload?id={job_id}")["data"][0]
+            job = signed_get(port, uploader, f"/api/v2/file-upload?id={job_id}")["data"][0]
             if job["status"] in (2, 4, 5):
                 break
             time.sleep(0.2)
