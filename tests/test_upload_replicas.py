@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,8 +175,11 @@ def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothi
         process.wait(10)
     assert fetch(database_url, "SELECT count(*) FROM nodes") == [(0,)], "nothing half-written"
 
+    orphaned = list(Path(tempfile.gettempdir()).glob(f"graphsvc-job-{process.pid}-*"))
+    assert orphaned, "the killed worker left the job's files in its folder"
     with served(environment) as (base, _):  # a replica that lives: it takes the job over
         job = client.wait(base, job_id)
+    assert not any(folder.exists() for folder in orphaned), "removed at the next start"
     assert job["status"] == 2, job["status_message"]
     assert fetch(database_url, "SELECT attempts FROM file_upload_jobs") == [(2,)]
 
@@ -276,3 +280,33 @@ def test_the_upload_command_sends_a_folder_and_follows_the_job(
         )
         assert wrong.returncode == 1
         assert "HTTP 401: invalid signature or unknown token id" in wrong.stderr
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The Prefer timeout (1 s here) starts once the body is in; a pause longer than the
+    body timeout (1 s) ends the request."""
+    client = Client(create_uploader(database_url))
+    settings = {"body_timeout_seconds": "1", "default_wait_seconds": "1", "max_wait_seconds": "1"}
+    data = (V6 / "users.json").read_bytes()
+    parts = [data[i : i + 8192] for i in range(0, len(data), 8192)]
+
+    def trickle(pause: float, stall_at: int | None = None) -> Iterator[bytes]:
+        for i, part in enumerate(parts):
+            time.sleep(3 * pause if i == stall_at else pause)
+            yield part
+
+    with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
+        job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
+        uri = f"{JOBS}/{job_id}"
+        headers = {**client.headers("POST", uri, data), "Content-Type": "application/json"}
+        slow = httpx.post(base + uri, content=trickle(0.4), headers=headers, timeout=60)
+        assert slow.status_code == 202, slow.text  # about 3 s in all, never 1 s without data
+        stalled = httpx.post(
+            base + uri, content=trickle(0.5, stall_at=3), headers=headers, timeout=60
+        )
+        assert stalled.status_code == 408
+        assert stalled.json()["errors"][0]["message"] == "the request body stalled for 1 s"
+    assert fetch(database_url, "SELECT count(*) FROM file_upload_files") == [(1,)]

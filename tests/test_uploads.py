@@ -4,6 +4,7 @@ stores; what an Upload-Only token may do; bodies that are refused leave nothing 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from graphsvc import service
 from graphsvc.api.operations import OPERATIONS
 from graphsvc.store.db import Connection
 from graphsvc.uploads import UPLOAD
+from graphsvc.worker import IngestWorker
 from tests.conftest import FIXTURES, Env, ingest
 
 CE = FIXTURES / "bloodhound-ce" / "fixtures"
@@ -334,3 +336,31 @@ def test_upload_responses_follow_the_reference_envelopes(
         "time": "0001-01-01T00:00:00Z",
         "valid": False,
     }
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
+    make_env: Callable[..., Env],
+) -> None:
+    env = make_env(ingest_poll_seconds=0.05)
+    env.create_admin()
+    job_id = upload(env, env.token, json_files(V6))
+    writer = sqlite3.connect(env.url.removeprefix("sqlite:///"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # as a `graphsvc ingest` in another process holds it
+    worker = IngestWorker(env.settings.model_copy(update={"ingest_worker": True}))
+    worker.start()
+    try:
+        refused = post(env, "/api/v2/tokens", env.token, b'{"token_name": "during"}')
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "5"
+        assert "busy with another write" in refused.json()["errors"][0]["message"]
+        writer.execute("COMMIT")
+        job = wait_for_job(env, env.token, job_id)
+    finally:
+        writer.close()
+        worker.stop()
+    assert job["status"] == 2, job["status_message"]
+    attempts = env.run_in_transaction(
+        lambda conn: conn.fetchval("SELECT attempts FROM file_upload_jobs WHERE id = $1", job_id)
+    )
+    assert attempts == 1, "waiting for the store is not a failed attempt"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -39,10 +40,12 @@ from graphsvc.store.db import (
     Connection,
     Database,
     create_database,
+    is_store_busy,
     run_in_transaction,
 )
 
 log = logging.getLogger("graphsvc.worker")
+FOLDER_PREFIX = "graphsvc-job-"  # then the worker's process id
 MAX_ATTEMPTS = 3  # a job whose ingest was cut off this often fails instead of being tried again
 
 
@@ -62,6 +65,7 @@ class IngestWorker:
         self.current: asyncio.Task[bool] | None = None
 
     def start(self) -> None:
+        remove_orphaned_folders()
         self.thread = threading.Thread(target=self.run, name="ingest-worker", daemon=True)
         self.thread.start()
 
@@ -87,8 +91,11 @@ class IngestWorker:
                     worked = await self.current
                 except asyncio.CancelledError:
                     return
-                except Exception:
-                    log.exception("the ingest worker failed; it tries again")
+                except Exception as exc:
+                    if is_store_busy(exc):  # a `graphsvc ingest` holds SQLite's write lock
+                        log.info("the store is busy with another write; the worker waits")
+                    else:
+                        log.exception("the ingest worker failed; it tries again")
                     worked = False
                 if not worked:
                     await asyncio.to_thread(self.stopping.wait, self.settings.ingest_poll_seconds)
@@ -139,22 +146,20 @@ class IngestWorker:
     async def ingest_job(self, db: Database, job_id: int, attempt: int) -> None:
         log.info("ingesting file-upload job %d (attempt %d)", job_id, attempt)
         try:
-            with tempfile.TemporaryDirectory(prefix="graphsvc-job-") as folder:
+            with tempfile.TemporaryDirectory(prefix=f"{FOLDER_PREFIX}{os.getpid()}-") as folder:
                 async with db.reading() as conn:
                     paths = await write_job_files(conn, job_id, Path(folder))
-                async with db.transaction() as conn:
-                    result = await ingest_files(conn, paths, root=Path(folder))
-                    message = (
-                        f"ingested {len(result.files)} documents: {result.nodes} nodes, "
-                        f"{result.edges} edges"
-                    )
-                    now = datetime.now(UTC)
-                    await uploads.set_job_status(
-                        conn, job_id, uploads.COMPLETE, message, now, True, result.run_id
-                    )
-                    await uploads.delete_job_bytes(conn, job_id)
-                    if not await uploads.release_lease(conn, self.holder):
-                        raise LeaseLost
+                while True:
+                    try:
+                        message, run_id = await self.run_ingest(db, job_id, paths, Path(folder))
+                        break
+                    except DATABASE_ERRORS as exc:
+                        # Another writer (a `graphsvc ingest` on SQLite) holds the store: the
+                        # job is not at fault, so it waits, under its lease.
+                        if not is_store_busy(exc) or self.stopping.is_set():
+                            raise
+                        log.info("the store is busy with another write; the ingest waits")
+                        await asyncio.sleep(self.settings.ingest_poll_seconds)
         except IngestError as exc:
             await self.fail_job(db, job_id, str(exc))
             return
@@ -177,11 +182,28 @@ class IngestWorker:
             )
             return
         audit(
-            "upload.ingested",
-            f"file-upload job {job_id}: {message}",
-            job_id=job_id,
-            run_id=result.run_id,
+            "upload.ingested", f"file-upload job {job_id}: {message}", job_id=job_id, run_id=run_id
         )
+
+    async def run_ingest(
+        self, db: Database, job_id: int, paths: list[Path], root: Path
+    ) -> tuple[str, str]:
+        """One run of the job's files, completing the job in the same transaction; the
+        job's status message and the run's id."""
+        async with db.transaction() as conn:
+            result = await ingest_files(conn, paths, root=root)
+            message = (
+                f"ingested {len(result.files)} documents: {result.nodes} nodes, "
+                f"{result.edges} edges"
+            )
+            now = datetime.now(UTC)
+            await uploads.set_job_status(
+                conn, job_id, uploads.COMPLETE, message, now, True, result.run_id
+            )
+            await uploads.delete_job_bytes(conn, job_id)
+            if not await uploads.release_lease(conn, self.holder):
+                raise LeaseLost
+        return message, result.run_id
 
     async def fail_job(self, db: Database, job_id: int, message: str) -> None:
         """Fail a job, dropping its files, if this replica still holds the lease."""
@@ -202,6 +224,25 @@ class IngestWorker:
     async def give_back_lease(self, db: Database) -> None:
         async with db.transaction() as conn:
             await uploads.release_lease(conn, self.holder)
+
+
+def remove_orphaned_folders() -> None:
+    """Remove the job folders of worker processes that died mid-ingest (kill -9): each is
+    the size of its job."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name.removeprefix(FOLDER_PREFIX).partition("-")[0]
+        if pid.isdigit() and not process_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 async def time_out_jobs(conn: Connection, job_ids: list[int], now: datetime) -> None:

@@ -25,7 +25,7 @@ ERROR_STATUSES = {
     "415": "The request body's Content-Type is not one the operation accepts",
     "429": "Rate limit exceeded",
     "500": "Unexpected error, or the request timed out",
-    "503": "The database is unreachable",
+    "503": "The database is unreachable, or a SQLite store is busy with another write",
 }
 PREFER = {
     "name": "Prefer",

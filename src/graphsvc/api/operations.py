@@ -53,6 +53,7 @@ from graphsvc.store.paging import SortKey
 log = logging.getLogger("graphsvc")
 V2 = "/api/v2"
 READ_ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500")
+WRITE_ERRORS = (*READ_ERRORS, "503")  # 503: a SQLite store busy with another write
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "End the session of the Bearer JWT",
         log_out,
         wire.LogoutResponse,
-        ("400", "401", "408", "413", "429", "500"),
+        ("400", "401", "408", "413", "429", "500", "503"),
         authentication="session",
     ),
     Operation(
@@ -274,7 +275,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Create an API token (its key is in this answer only)",
         access.create_api_token,
         wire.AuthTokenResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=access.OWN_TOKENS,
         parameters=(TheCaller(), TokenKeys()),
         request_body=wire.CreateTokenRequest,
@@ -311,7 +312,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Start a file-upload job",
         uploads.start_upload_job,
         wire.FileUploadJobResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=uploads.UPLOAD,
         parameters=(TheCaller(),),
         writes=True,
@@ -342,7 +343,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Send one file to a running job: collector JSON or a SharpHound zip",
         uploads.store_upload,
         wire.FileUploadJobResponse,
-        (*READ_ERRORS, "415"),
+        (*WRITE_ERRORS, "415"),
         permission=uploads.UPLOAD,
         parameters=(TheCaller(), JOB_ID, TheUpload()),
         writes=True,
@@ -356,7 +357,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "End a job: it is queued, and ingested as one run (all or nothing)",
         uploads.end_upload_job,
         wire.FileUploadJobResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=uploads.UPLOAD,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
@@ -368,7 +369,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Revoke an API token: the caller's own, or with auth/ManageUsers anyone's",
         access.revoke_api_token,
         wire.AuthTokenResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=access.OWN_TOKENS,
         parameters=(
             TheCaller(),
@@ -462,7 +463,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Disable or enable a user, or give it another role",
         access.update_user,
         wire.UserResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=access.ANY_USER,
         parameters=(
             TheCaller(),
@@ -478,7 +479,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Delete a user: its sessions end and its tokens are revoked",
         access.delete_user,
         wire.UserResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=access.ANY_USER,
         parameters=(
             TheCaller(),
@@ -493,7 +494,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Set a user's login secret; its sessions end",
         access.set_user_secret,
         wire.UserResponse,
-        READ_ERRORS,
+        WRITE_ERRORS,
         permission=access.ANY_USER,
         parameters=(
             TheCaller(),
