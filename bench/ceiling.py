@@ -35,33 +35,41 @@ from graphsvc.store.paging import SortKey
 encode = msgspec.json.Encoder().encode
 NEWEST_FIRST = [SortKey("created_at", True)]
 BY_NAME = [SortKey("name", False), SortKey("objectid", False)]
+MONTH = timedelta(days=30)
 
 
 async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> Any:
+    """The answer, honouring skip, limit, start and end as given (and checking nothing)."""
     parts = path.strip("/").split("/")
     now = datetime.now(UTC)
+    skip = int(query.get("skip", ["0"])[0])
+    limit = int(query.get("limit", ["1000"])[0])
+    start = datetime.fromisoformat(query["start"][0]) if "start" in query else now - MONTH
+    end = datetime.fromisoformat(query["end"][0]) if "end" in query else now
     if parts[2] == "data-quality-stats-aggregations":
         kind = int(query["schema_environment_kind_id"][0])
         extension = int(query["schema_extension_id"][0]) if "schema_extension_id" in query else None
         if extension is not None:
             await extensions.extension_exists(conn, extension)
         count, rows = await data_quality.list_aggregations(
-            conn, kind, extension, now - timedelta(days=30), now, NEWEST_FIRST, 0, 1000
+            conn, kind, extension, start, end, NEWEST_FIRST, skip, limit
         )
-        return wire.PagedAggregations(count, 0, 1000, now - timedelta(days=30), now, rows)
+        return wire.PagedAggregations(count, skip, limit, start, end, rows)
     if parts[2] == "azure-tenants":
         count, stats = await data_quality.list_tenant_stats(
-            conn, parts[3], now - timedelta(days=30), now, NEWEST_FIRST, 0, 1000
+            conn, parts[3], start, end, NEWEST_FIRST, skip, limit
         )
-        return wire.PagedTenantStats(count, 0, 1000, now - timedelta(days=30), now, stats)
+        return wire.PagedTenantStats(count, skip, limit, start, end, stats)
     if parts[2] == "saml":
         row = await saml.find_saml_provider(conn, int(parts[4]))
         return {"data": row.__dict__ if row else None}
     if parts[2] == "clients":
         return wire.ClientResponse(await clients.find_client(conn, parts[3]))  # type: ignore[arg-type]
     target = await graph.find_dcom_target(conn, parts[3]) or graph.DcomTarget(0, None, None)
-    count, entries = await graph.list_dcom_holders(conn, target, BY_NAME, 0, 10)
-    return wire.PagedNodeList(count, 0, 10, entries)
+    count, entries = await graph.list_dcom_holders(
+        conn, target, BY_NAME, skip, int(query.get("limit", ["10"])[0])
+    )
+    return wire.PagedNodeList(count, skip, limit, entries)
 
 
 class InlineSQLite:

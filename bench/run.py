@@ -1,19 +1,23 @@
-"""Benchmark every operation against the ceiling of the same machine, in one run.
+"""Benchmark every operation against two ceilings of the same machine, in one run.
 
-    python bench/run.py [--postgres URL] [--duration 5] [--users 8000] [--smoke]
+    python bench/run.py [--postgres URL] [--duration 5] [--users 8000] [--variants 200] [--smoke]
 
 For each store (SQLite, and PostgreSQL when reachable): loads the demo dataset plus a
-generated AD collection, starts graphsvc (rate limiting on, with a limit no benchmark
-reaches) and the ceiling app (bench/ceiling.py: same SQL, no framework, auth or limits),
-each pinned to core 0, and drives each of the five operations with signed requests using
-wrk pinned to core 1, at 1 and at 32 connections. Prints a table and writes
-bench/results/run.json. --smoke is a seconds-long run for CI: it checks that everything
-runs and answers 200, not how fast.
+generated AD collection and starts, one after the other, each pinned to core 0: graphsvc
+(rate limiting on, with a limit no benchmark reaches); the static ceiling (bench/static.py:
+answers each request with the bytes graphsvc answered it with, recorded first, and does
+nothing else); and the same-SQL ceiling (bench/ceiling.py: graphsvc's SQL and JSON encoding,
+no framework, auth or limits). wrk, pinned to core 1, drives each operation at 1 and at 32
+connections with a Lua script that cycles through up to --variants signed request targets
+(other computers, tenants, providers and clients, skips and windows). Prints a table and
+writes bench/results/run.json. --smoke is a seconds-long run for CI: it checks that
+everything runs and answers 200, not how fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,19 +80,45 @@ def prepare(environment: dict[str, str], work: Path, users: int) -> dict[str, An
     )
     shape.write(work / "collection")
     graphsvc(["ingest", str(work / "collection")], environment)
-    demo["dcom_computer"] = f"{shape.sid}-{shape.computer_rid(0)}"
+    # Every computer of the demo, and as many of the generated domain's (one in twenty of
+    # which grants DCOM to a group and a user).
+    demo["dcom_computers"] = demo["computer_object_ids"] + [
+        f"{shape.sid}-{shape.computer_rid(i)}" for i in range(min(shape.computers, 200))
+    ]
     return demo
 
 
-def operations(demo: dict[str, Any]) -> dict[str, str]:
-    return {
-        "aggregations": "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
-        f"{demo['environment_kind_ids'][0]}&schema_extension_id={demo['extension_ids'][0]}",
-        "tenant-stats": f"/api/v2/azure-tenants/{demo['tenant_ids'][0]}/data-quality-stats",
-        "saml-provider": f"/api/v2/saml/providers/{demo['saml_provider_ids'][0]}",
-        "client": f"/api/v2/clients/{demo['client_ids'][0]}",
-        "dcom-rights": f"/api/v2/computers/{demo['dcom_computer']}/dcom-rights",
+def operations(demo: dict[str, Any], variants: int) -> dict[str, list[str]]:
+    """Up to `variants` request targets per operation: other computers, tenants, providers
+    and clients, skips and windows, so that no cached answer can carry a figure."""
+    now = datetime.now(UTC).replace(microsecond=0)
+
+    def window(i: int) -> str:
+        start = (now - timedelta(days=2 + i % 28)).isoformat().replace("+00:00", "Z")
+        end = (now + timedelta(minutes=1 + i % 7)).isoformat().replace("+00:00", "Z")
+        return f"start={start}&end={end}"
+
+    kind, extension = demo["environment_kind_ids"][0], demo["extension_ids"][0]
+    tenants, computers = demo["tenant_ids"], demo["dcom_computers"]
+    targets = {
+        "aggregations": [
+            "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
+            f"{kind}&schema_extension_id={extension}&skip={i % 3}&limit=10&{window(i)}"
+            for i in range(variants)
+        ],
+        "tenant-stats": [
+            f"/api/v2/azure-tenants/{tenants[i % len(tenants)]}/data-quality-stats"
+            f"?skip={i % 2}&limit=10&{window(i)}"
+            for i in range(variants)
+        ],
+        "saml-provider": [f"/api/v2/saml/providers/{i}" for i in demo["saml_provider_ids"]],
+        "client": [f"/api/v2/clients/{i}" for i in demo["client_ids"]],
+        "dcom-rights": [
+            f"/api/v2/computers/{computers[i % len(computers)]}/dcom-rights?skip={i % 2}&limit=10"
+            for i in range(variants)
+        ],
     }
+    return {name: sorted(set(uris)) for name, uris in targets.items()}
 
 
 def start(
@@ -129,12 +159,26 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def wrk(
-    port: int, uri: str, headers: dict[str, str], connections: int, seconds: int, script_dir: Path
-) -> dict[str, float]:
-    script = script_dir / "request.lua"
-    lines = [f'wrk.path = "{uri}"'] + [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
-    script.write_text("\n".join(lines) + "\n")
+def write_script(path: Path, targets: list[str], token_id: str, token_key: str) -> None:
+    """A wrk script that cycles through the targets, each with its own signature."""
+    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    rows = ",\n".join(
+        f'  {{"{t}", "{sign_request(token_key, "GET", t, date, b"")}"}}' for t in targets
+    )
+    path.write_text(
+        f'wrk.headers["Authorization"] = "svcsignature {token_id}"\n'
+        f'wrk.headers["RequestDate"] = "{date}"\n'
+        f"local requests = {{\n{rows}\n}}\n"
+        "local i = 0\n"
+        "request = function()\n"
+        "  i = i % #requests + 1\n"
+        '  wrk.headers["Signature"] = requests[i][2]\n'
+        '  return wrk.format("GET", requests[i][1])\n'
+        "end\n"
+    )
+
+
+def wrk(port: int, script: Path, connections: int, seconds: int) -> dict[str, float]:
     done = subprocess.run(
         pinned(
             1,
@@ -181,6 +225,50 @@ def signed(token_id: str, token_key: str, uri: str) -> dict[str, str]:
     }
 
 
+def record_answers(port: int, demo: dict[str, Any], targets: list[str]) -> dict[str, str]:
+    """graphsvc's answer to each target, for the static ceiling to send back."""
+    answers = {}
+    for target in targets:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            connection.request(
+                "GET", target, headers=signed(demo["token_id"], demo["token_key"], target)
+            )
+            response = connection.getresponse()
+            body = response.read()
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise SystemExit(f"GET {target}: {response.status} {body[:300]!r}")
+        answers[target] = body.decode()
+    return answers
+
+
+SERVERS = ("graphsvc", "static", "ceiling")  # graphsvc first: the static one answers its bytes
+
+
+def server_command(server: str, port: int, url: str, answers: Path) -> list[str]:
+    if server == "static":
+        return [
+            sys.executable,
+            str(HERE / "static.py"),
+            "--port",
+            str(port),
+            "--answers",
+            str(answers),
+        ]
+    if server == "ceiling":
+        return [
+            sys.executable,
+            str(HERE / "ceiling.py"),
+            "--port",
+            str(port),
+            "--database-url",
+            url,
+        ]
+    return [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)]
+
+
 def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     environment = {
         **os.environ,
@@ -189,27 +277,31 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
         "GRAPHSVC_LOG_LEVEL": "warning",
         # On, so its cost is measured; high, so no benchmark is refused.
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
+        "GRAPHSVC_INGEST_WORKER": "false",
     }
     demo = prepare(environment, work, args.users)
+    targets = operations(demo, args.variants)
+    answers = work / "answers.json"
     results = []
-    for server in ("ceiling", "graphsvc"):
+    for server in SERVERS:
         port = free_port()
-        command = (
-            [sys.executable, str(HERE / "ceiling.py"), "--port", str(port), "--database-url", url]
-            if server == "ceiling"
-            else [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)]
-        )
+        command = server_command(server, port, url, answers)
         process = start(command, port, environment, work / f"{server}.log")
         try:
-            for operation, uri in operations(demo).items():
-                headers = signed(demo["token_id"], demo["token_key"], uri)
+            if server == "graphsvc":
+                recorded = record_answers(port, demo, [t for ts in targets.values() for t in ts])
+                answers.write_text(json.dumps(recorded))
+            for operation, uris in targets.items():
+                script = work / f"{operation}.lua"
+                write_script(script, uris, demo["token_id"], demo["token_key"])
                 for connections in args.connections:
-                    figures = wrk(port, uri, headers, connections, args.duration, work)
+                    figures = wrk(port, script, connections, args.duration)
                     results.append(
                         {
                             "store": name,
                             "server": server,
                             "operation": operation,
+                            "targets": len(uris),
                             "connections": connections,
                             **figures,
                         }
@@ -224,25 +316,25 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    ceiling = {
-        (r["store"], r["operation"], r["connections"]): r["rps"]
-        for r in results
-        if r["server"] == "ceiling"
+    by_server = {
+        (r["server"], r["store"], r["operation"], r["connections"]): r["rps"] for r in results
     }
     lines = [
-        "| store | operation | conns | req/s | p50 ms | p99 ms | ceiling req/s | ratio "
-        "| peak RSS MB | non-2xx |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| store | operation | conns | req/s | p50 ms | p99 ms | same-SQL req/s | ratio "
+        "| static req/s | ratio | peak RSS MB | non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if r["server"] != "graphsvc":
             continue
-        top = ceiling[(r["store"], r["operation"], r["connections"])]
-        r["ratio"] = round(r["rps"] / top, 2) if top else 0.0
+        key = (r["store"], r["operation"], r["connections"])
+        ceiling, static = by_server[("ceiling", *key)], by_server[("static", *key)]
+        r["ratio"] = round(r["rps"] / ceiling, 2) if ceiling else 0.0
+        r["static_ratio"] = round(r["rps"] / static, 2) if static else 0.0
         lines.append(
             f"| {r['store']} | {r['operation']} | {r['connections']} | {r['rps']:.0f} "
-            f"| {r['p50_ms']} | {r['p99_ms']} | {top:.0f} | {r['ratio']} "
-            f"| {r['server_peak_rss_mb']} | {r['non_2xx']} |"
+            f"| {r['p50_ms']} | {r['p99_ms']} | {ceiling:.0f} | {r['ratio']} "
+            f"| {static:.0f} | {r['static_ratio']} | {r['server_peak_rss_mb']} | {r['non_2xx']} |"
         )
     return "\n".join(lines)
 
@@ -309,11 +401,12 @@ def main() -> None:
     )
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--users", type=int, default=8000, help="users in the generated domain")
+    parser.add_argument("--variants", type=int, default=200, help="request targets per operation")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
     args = parser.parse_args()
     args.connections = [1, 32]
     if args.smoke:
-        args.duration, args.users, args.connections = 1, 200, [4]
+        args.duration, args.users, args.connections, args.variants = 1, 200, [4], 20
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
 
