@@ -4,6 +4,7 @@ on SQLite (through `Connection.copy_rows`), skipping the ingest path."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -32,7 +33,9 @@ async def bulk_insert_aggregations(
     ]
     count = 0
     batch: list[tuple[Any, ...]] = []
+    batches: Counter[tuple[str, int, int, datetime]] = Counter()
     for r, created_at in rows:
+        batches[(r.run_id, r.environment_kind_id, r.extension_id, created_at)] += 1
         batch.append(
             (
                 r.run_id,
@@ -51,7 +54,14 @@ async def bulk_insert_aggregations(
             count += len(batch)
             batch.clear()
     await conn.copy_rows("data_quality_aggregations", columns, batch)
-    await refresh_planner_statistics(conn, ["data_quality_aggregations"])
+    counts = [(*key, n) for key, n in batches.items()]
+    for start in range(0, len(counts), BULK_BATCH):
+        await conn.copy_rows(
+            "aggregation_batches",
+            ["run_id", "environment_kind_id", "extension_id", "created_at", "row_count"],
+            counts[start : start + BULK_BATCH],
+        )
+    await refresh_planner_statistics(conn, ["data_quality_aggregations", "aggregation_batches"])
     return count + len(batch)
 
 

@@ -3,15 +3,18 @@ GET /api/v2/azure-tenants/{tenant_id}/data-quality-stats (4.3)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from alembic import command
 
 from bench.bulk import bulk_insert_aggregations
 from bench.shapes import AggregationHistory
 from graphsvc.store import data_quality
-from graphsvc.store.db import Connection
+from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.store.migrate import alembic_config, upgrade_schema
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations"
@@ -284,3 +287,37 @@ def test_a_long_generated_history_answers_by_its_window(env: Env) -> None:
     assert [r["run_id"] for r in body["data"]] == ["history-0"] * 5
     everything = env.get(f"{AGG}?schema_environment_kind_id=8&start=2000-01-01T00:00:00Z").json()
     assert everything["count"] == 5000
+
+
+def test_upgrading_counts_the_batches_stored_before(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Migration 0008 counts the aggregation rows already stored, run by run, so that the
+    totals of windows over an older history stay right."""
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    command.upgrade(alembic_config(url), "0007")
+    stamp = now() - timedelta(days=3)
+
+    async def seed(conn: Connection) -> None:
+        for run in range(4):
+            for metric in ("User", "Group", "Computer"):
+                await conn.execute(
+                    """INSERT INTO data_quality_aggregations (run_id, extension_id,
+                        environment_kind_id, metric_type, metric_name, metric_value, kind_id,
+                        created_at, updated_at) VALUES ($1, 1, 8, 'node', $2, 1, NULL, $3, $3)""",
+                    f"run-{run}",
+                    metric,
+                    stamp - timedelta(hours=run),
+                )
+
+    asyncio.run(run_in_transaction(url, seed))
+    upgrade_schema(url)
+
+    async def total(conn: Connection) -> tuple[int, int]:
+        everything, _ = await data_quality.list_aggregations(
+            conn, DOMAIN_KIND, None, stamp - timedelta(days=1), now(), [], 0, 1
+        )
+        two_runs, _ = await data_quality.list_aggregations(
+            conn, DOMAIN_KIND, AD_EXTENSION, stamp - timedelta(hours=1), stamp, [], 0, 1
+        )
+        return everything, two_runs
+
+    assert asyncio.run(run_in_transaction(url, total)) == (12, 6)

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 from graphsvc.store.graph import IngestSummary
 
@@ -38,6 +45,9 @@ def auth_reason(message: str) -> str:
 class Metrics:
     def __init__(self, db: Database, limiter: RateLimiter | None) -> None:
         self.registry = CollectorRegistry()
+        # The process's own memory, CPU, open files and start time: per worker, under
+        # `serve --workers N`, whose scrapes each reach one worker.
+        ProcessCollector(registry=self.registry)
         self.requests = Counter(
             "graphsvc_requests",
             "Requests answered, by operation and status",

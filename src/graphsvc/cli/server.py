@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import secrets
 import signal
+import socket
 import sys
+import time
 from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
@@ -32,25 +36,33 @@ log = logging.getLogger("graphsvc")
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-def serve(host: str, port: int) -> None:
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    help="Processes serving the one port: a number, or auto (the cores this process may use).",
+)
+def serve(host: str, port: int, workers: str) -> None:
     """Run migrations if needed, then serve the API."""
     import uvicorn
 
-    from graphsvc.api.app import create_app
     from graphsvc.api.server import GuardedHttpProtocol, raise_open_file_limit
 
     settings = load_settings()
-    migrate(settings)
+    count = worker_count(workers)
+    if count > 1 and settings.rate_limit_per_second > 0 and not settings.redis_url:
+        fail(
+            f"--workers {workers}: the rate limit and the login throttle would count in each "
+            "worker apart, letting a client through that many times; set GRAPHSVC_REDIS_URL "
+            "(shared counters), or serve with --workers 1"
+        )
+    migrate(settings)  # once, before any worker starts
     # Each connection holds a file; keep a margin for the database, Redis and logs.
     open_files = raise_open_file_limit()
     max_connections = min(settings.max_connections, open_files - 64)
     protocol = GuardedHttpProtocol.configure(settings.header_timeout_seconds, max_connections)
-    announce(settings, host, port, max_connections)
-    # uvicorn finishes the requests under way, then raises the signal again for the handler
-    # it found: a stop asked for by SIGTERM is a clean exit, status 0.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    uvicorn.run(
-        create_app(settings),
+    config = uvicorn.Config(
+        "graphsvc.api.app:create_app",  # built in each worker (below), never imported by name
         host=host,
         port=port,
         log_level=settings.log_level,
@@ -60,9 +72,108 @@ def serve(host: str, port: int) -> None:
         http=protocol,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
+    announce(settings, host, port, max_connections, count)
+    if count == 1:
+        run_worker(config, settings, None)
+    else:
+        supervise_workers(config, settings, count)
 
 
-def announce(settings: Settings, host: str, port: int, max_connections: int) -> None:
+def worker_count(workers: str) -> int:
+    if workers == "auto":
+        return (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
+    if not workers.isdigit() or not 1 <= int(workers) <= 256:
+        fail(f"--workers {workers!r} must be a number from 1 to 256, or auto")
+    return int(workers)
+
+
+def run_worker(config: Any, settings: Settings, sock: socket.socket | None) -> None:
+    """Serve in this process until stopped; with `sock`, on a socket shared with others."""
+    import uvicorn
+
+    from graphsvc.api.app import create_app
+
+    config.app = create_app(settings)
+    # uvicorn finishes the requests under way, then raises the signal again for the handler
+    # it found: a stop asked for by SIGTERM is a clean exit, status 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    server = uvicorn.Server(config)
+    server.run(sockets=None if sock is None else [sock])
+    if not server.started:
+        sys.exit(1)
+
+
+def supervise_workers(config: Any, settings: Settings, count: int) -> None:
+    """Fork `count` workers, each listening on the port with SO_REUSEPORT, so that the
+    kernel spreads new connections evenly over them (one socket shared by all was handed
+    mostly to one worker: 40 connections in a row reached the same one); a worker that dies
+    is replaced, and SIGTERM or SIGINT stops them all, each finishing its requests under way."""
+    reserved = reuse_port_socket(config.host, config.port)  # bound, not listening: fails early
+    children: set[int] = set()
+    stopping = False
+
+    def start_worker() -> None:
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            reserved.close()
+            code = 0
+            try:
+                run_worker(config, settings, reuse_port_socket(config.host, config.port))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                log.exception("worker %d failed", os.getpid())
+                code = 1
+            os._exit(code)
+        children.add(pid)
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    for _ in range(count):
+        start_worker()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        children.discard(pid)
+        if not stopping:
+            log.warning(
+                "worker %d exited (status %d); starting another",
+                pid,
+                os.waitstatus_to_exitcode(status),
+            )
+            time.sleep(1)  # a worker that cannot start must not spin
+            start_worker()
+    reserved.close()
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        fail(f"cannot listen on {host}:{port}: {exc.strerror}")
+    return sock
+
+
+def announce(settings: Settings, host: str, port: int, max_connections: int, workers: int) -> None:
     """The start line an operator checks, and a warning for each weaker setting."""
     limits = (
         f"{settings.rate_limit_per_second}/s (+{settings.rate_limit_burst} burst) per client"
@@ -71,7 +182,7 @@ def announce(settings: Settings, host: str, port: int, max_connections: int) -> 
     )
     log.info(
         "graphsvc %s serving on http://%s:%d: store %s, edition %s, rate limit %s%s, "
-        "at most %d connections",
+        "at most %d connections%s",
         version("graphsvc"),
         host,
         port,
@@ -80,6 +191,7 @@ def announce(settings: Settings, host: str, port: int, max_connections: int) -> 
         limits,
         " (shared through Redis)" if settings.redis_url else "",
         max_connections,
+        f" per worker, {workers} workers" if workers > 1 else "",
     )
     weaker = {
         "GRAPHSVC_SDK_COMPATIBILITY is on: signatures need not cover the query string": (

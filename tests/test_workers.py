@@ -1,0 +1,141 @@
+"""`graphsvc serve --workers N`: several processes on one port, one rate limit (in Redis)."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from tests.conftest import free_port, server_environment
+
+RATE, BURST = 20, 5
+
+
+def start_workers(environment: dict[str, str], port: int, workers: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graphsvc", "serve", "--port", str(port), "--workers", workers],
+        env={**os.environ, "GRAPHSVC_LOG_LEVEL": "warning", **environment},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    for _ in range(400):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        time.sleep(0.05)
+    raise AssertionError("serve --workers did not start")
+
+
+def children_of(pid: int) -> list[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in found]
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_two_workers_share_one_port_and_one_rate_limit(
+    database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    environment = server_environment(
+        database_url,
+        tmp_path,
+        redis_url=redis_url,
+        rate_limit_per_second=str(RATE),
+        rate_limit_burst=str(BURST),
+        metrics="open",
+    )
+    port = free_port()
+    process = start_workers(environment, port, "2")
+    try:
+        workers = children_of(process.pid)
+        assert len(workers) == 2
+        # Each scrape on a new connection, and each worker counts the scrapes it answered:
+        # from one worker the counts seen would rise by one each time.
+        seen = []
+        for _ in range(40):
+            scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            prefix = 'graphsvc_requests_total{operation="Metrics",status="200"}'
+            found = [x.split()[-1] for x in scrape.splitlines() if x.startswith(prefix)]
+            seen.append(float(found[0]) if found else 0.0)
+        assert seen != [float(i) for i in range(40)], "both workers answered"
+        assert max(seen) < 39, seen
+
+        time.sleep(1.1)  # a fresh second
+
+        def send(i: int) -> int:
+            # A connection of its own each: the kernel hands it to either worker.
+            return httpx.get(f"http://127.0.0.1:{port}/api/v2/self", timeout=10).status_code
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(send, range(200)))
+        elapsed = time.monotonic() - started
+        admitted = sum(s != 429 for s in statuses)  # 401s: admitted, then unauthenticated
+        seconds = max(1, math.ceil(elapsed))
+        # One limit across both workers: per worker, twice as many would get through.
+        assert RATE + BURST <= admitted <= (RATE + BURST) * seconds, (admitted, elapsed)
+        assert admitted < 2 * (RATE + BURST) * elapsed, (admitted, elapsed)
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_several_workers_without_redis_are_refused_while_limits_are_on(
+    database_url: str, tmp_path: Path
+) -> None:
+    environment = server_environment(database_url, tmp_path, rate_limit_per_second="55")
+    refused = subprocess.run(
+        [sys.executable, "-m", "graphsvc", "serve", "--port", str(free_port()), "--workers", "2"],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "set GRAPHSVC_REDIS_URL" in refused.stderr and refused.stderr.count("\n") == 1
+    wrong = subprocess.run(
+        [sys.executable, "-m", "graphsvc", "serve", "--workers", "many"],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode == 1 and "--workers 'many' must be a number" in wrong.stderr
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> None:
+    environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
+    port = free_port()
+    process = start_workers(environment, port, "2")
+    try:
+        first, second = children_of(process.pid)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            now = children_of(process.pid)
+            if len(now) == 2 and first not in now:
+                break
+            time.sleep(0.1)
+        assert len(now) == 2 and second in now and first not in now
+        for _ in range(10):
+            assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
