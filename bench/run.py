@@ -122,11 +122,17 @@ def operations(demo: dict[str, Any], variants: int) -> dict[str, list[str]]:
 
 
 def start(
-    command: list[str], port: int, environment: dict[str, str], log: Path
+    command: list[str], port: int, environment: dict[str, str], log: Path, core: int | None = 0
 ) -> subprocess.Popen[bytes]:
-    """Start a server; its output goes to a file (an unread pipe would fill and stall it)."""
+    """Start a server, pinned to `core` (None: anywhere); its output goes to a file (an
+    unread pipe would fill and stall it)."""
     with log.open("wb") as out:
-        process = subprocess.Popen(pinned(0, command), env=environment, stdout=out, stderr=out)
+        process = subprocess.Popen(
+            command if core is None else pinned(core, command),
+            env=environment,
+            stdout=out,
+            stderr=out,
+        )
     for _ in range(300):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -178,21 +184,22 @@ def write_script(path: Path, targets: list[str], token_id: str, token_key: str) 
     )
 
 
-def wrk(port: int, script: Path, connections: int, seconds: int) -> dict[str, float]:
+def wrk(
+    port: int, script: Path, connections: int, seconds: int, core: int | None = 1
+) -> dict[str, float]:
+    """wrk at `connections` for `seconds`, pinned to `core` (None: anywhere, one thread)."""
+    command = [
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{port}",
+    ]
     done = subprocess.run(
-        pinned(
-            1,
-            [
-                "wrk",
-                "-t1",
-                f"-c{connections}",
-                f"-d{seconds}s",
-                "--latency",
-                "-s",
-                str(script),
-                f"http://127.0.0.1:{port}",
-            ],
-        ),
+        command if core is None else pinned(core, command),
         capture_output=True,
         text=True,
         check=True,

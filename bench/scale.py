@@ -36,6 +36,7 @@ from run import (
     start,
     stop,
     store_urls,
+    write_script,
     wrk,
 )
 from shapes import AggregationHistory, ScaleGraph
@@ -77,6 +78,7 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
         "GRAPHSVC_DATA_DIR": str(work),
         "GRAPHSVC_DATABASE_URL": url,
         "GRAPHSVC_LOG_LEVEL": "warning",
+        "GRAPHSVC_INGEST_WORKER": "false",
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
     }
     graphsvc(["db", "upgrade"], environment)
@@ -112,7 +114,9 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
     try:
         for operation, uri in uris.items():
             headers = signed(token["id"], token["key"], uri)
-            figures = wrk(port, uri, headers, 32, seconds, work)
+            script = work / "request.lua"
+            write_script(script, [uri], token["id"], token["key"])
+            figures = wrk(port, script, 32, seconds)
             results.append(
                 {
                     "store": name,
