@@ -159,9 +159,16 @@ class App:
         self, scope: Scope, request_id: str, status: int, started: float, error: ApiError | None
     ) -> None:
         """One line per request; a refused one is an audit event too."""
-        caller = scope.get(CALLER, {})
         operation = scope.get(OPERATION, "unknown")
         seconds = time.perf_counter() - started
+        self.metrics.observe(operation, status, seconds, None if error is None else error.message)
+        level = logging.WARNING if status >= 500 else logging.INFO
+        # A refused login is audited by the login itself, with the user name tried.
+        login = scope["path"] == LOGIN_PATH and status != 429
+        audited = error is not None and status in AUDITED and not login
+        if not audited and not REQUESTS.isEnabledFor(level):
+            return
+        caller = scope.get(CALLER, {})
         fields = {
             "request_id": request_id,
             "method": scope["method"],
@@ -174,13 +181,9 @@ class App:
         }
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
-        self.metrics.observe(operation, status, seconds, None if error is None else error.message)
-        REQUESTS.log(
-            logging.WARNING if status >= 500 else logging.INFO, "request", extra={"fields": fields}
-        )
-        # A refused login is audited by the login itself, with the user name tried.
-        login = scope["path"] == LOGIN_PATH and status != 429
-        if error is not None and status in AUDITED and not login:
+        REQUESTS.log(level, "request", extra={"fields": fields})
+        if audited:
+            assert error is not None
             event, what = AUDITED[status]
             audit(event, f"{what}: {error.message}", reason=error.message, **fields)
 

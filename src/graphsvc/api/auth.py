@@ -6,6 +6,7 @@ import hmac
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import NamedTuple
 
 import jwt
@@ -40,6 +41,12 @@ def signed_uri(request: Request) -> tuple[str, str]:
     query = request.scope.get("query_string", b"")
     path_text = path.decode("latin-1")
     return (f"{path_text}?{query.decode('latin-1')}" if query else path_text), path_text
+
+
+@lru_cache(maxsize=1024)
+def parse_request_date(raw: str) -> tuple[datetime | None, timedelta | None]:
+    """A RequestDate's instant and offset; a client's requests within a second share one."""
+    return rfc3339(raw), rfc3339_offset(raw)
 
 
 class BodySignature:
@@ -188,8 +195,7 @@ class Authenticator:
         stays within the signed hour, so a capture is good for at most the max age plus one
         hour after it was signed; with accept_local_time_signatures, offsets from -12:00 to
         +14:00 move it by up to 26 hours more."""
-        request_date = rfc3339(raw_date)
-        offset = rfc3339_offset(raw_date)
+        request_date, offset = parse_request_date(raw_date)
         if request_date is None or offset is None:
             raise unauthorized("malformed RequestDate header: expected an RFC 3339 date-time")
         if not self.settings.accept_local_time_signatures and offset:

@@ -74,7 +74,14 @@ class Request:
     async def body(self) -> bytes:
         """The whole body, read as it arrives (see `chunks`)."""
         if self._body is None:
-            self._body = b"".join([chunk async for chunk in self.chunks()])
+            if self.headers.get("content-length", "0") == "0" and (
+                "transfer-encoding" not in self.headers
+            ):
+                # Nothing to wait for: most requests (GETs) declare no body. Skipping the
+                # receive and its timer took 4% of a signed read's time in the profile.
+                self._body = b""
+            else:
+                self._body = b"".join([chunk async for chunk in self.chunks()])
         return self._body
 
     async def chunks(self) -> AsyncIterator[bytes]:

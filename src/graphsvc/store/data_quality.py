@@ -148,23 +148,18 @@ async def list_tenant_stats(
     skip: int,
     limit: int,
 ) -> tuple[int, list[wire.AzureTenantStats]]:
+    window = """FROM azure_tenant_stats
+        WHERE tenant_id = $1 AND created_at >= $2 AND created_at <= $3 AND deleted_at IS NULL"""
+    # As for the aggregations: a scalar count, not count(*) OVER (), which reads every row
+    # of the window before the page.
     sql = f"""SELECT id, created_at, updated_at, deleted_at, tenant_id,
-            {", ".join(TENANT_COUNT_FIELDS)}, run_id, count(*) OVER ()
-        FROM azure_tenant_stats
-        WHERE tenant_id = $1 AND created_at >= $2 AND created_at <= $3 AND deleted_at IS NULL
+            {", ".join(TENANT_COUNT_FIELDS)}, run_id, (SELECT count(*) {window}) {window}
         ORDER BY {order_clause(sort, TIME_SORT_COLUMNS, "id DESC")}"""
     total, rows = await fetch_page(conn, sql, [tenant_id.upper(), start, end], skip, limit)
+    # Positional: the columns are selected in the struct's field order (a keyword dict per
+    # row was a quarter of the request's time in the profile).
     return total, [
-        wire.AzureTenantStats(
-            id=r[0],
-            created_at=r[1],
-            updated_at=r[2],
-            deleted_at=wire.null_time(r[3]),
-            tenantid=r[4],
-            run_id=r[16],
-            **dict(zip(TENANT_COUNT_FIELDS, r[5:16], strict=True)),
-        )
-        for r in rows
+        wire.AzureTenantStats(r[0], r[1], r[2], wire.null_time(r[3]), r[4], *r[5:17]) for r in rows
     ]
 
 

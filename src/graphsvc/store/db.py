@@ -225,8 +225,13 @@ def create_private_file(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+@lru_cache(maxsize=4096)
 def parse_sqlite_time(raw: bytes) -> datetime:
-    return datetime.fromisoformat(raw.decode()).replace(tzinfo=UTC)
+    """A stored time (written by `sqlite_time`, ending in Z); the rows of one answer share
+    most of their times (created_at and updated_at, a run's batch), so each text is parsed
+    once. datetime is immutable, so a shared instance is safe."""
+    value = datetime.fromisoformat(raw.decode())
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @lru_cache(maxsize=1024)

@@ -19,9 +19,14 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 MASKED_KEY = "********"  # where a token's key would be: it is shown once, at creation
 
 
-class NullTime(msgspec.Struct):
+class NullTime(msgspec.Struct, frozen=True):
     time: datetime
     valid: bool
+
+
+# Shared by every answer without that time (most rows' deleted_at); frozen, so no answer
+# can change it for the others.
+NO_TIME = NullTime(ZERO_TIME, False)
 
 
 class NullInt32(msgspec.Struct):
@@ -45,7 +50,7 @@ class NullString(msgspec.Struct):
 
 
 def null_time(value: datetime | None) -> NullTime:
-    return NullTime(ZERO_TIME, False) if value is None else NullTime(value, True)
+    return NO_TIME if value is None else NullTime(value, True)
 
 
 def null_int32(value: int | None) -> NullInt32:
