@@ -1,16 +1,17 @@
 """How the DCOM list and the data-quality operations cost grow with the graph and the answer.
 
     python bench/scale.py [--sqlite-sizes 10000 100000] [--postgres-sizes 10000 100000 1000000]
-                          [--postgres URL] [--duration 5] [--smoke]
+                          [--postgres URL] [--duration 5] [--connections 32] [--smoke]
 
 For each size and store: a fresh database gets a generated AD graph of that many nodes with
 about ten edges per node (`graphsvc.demo.collectors.ScaleGraph`: groups nested four deep, DCOM
 granted to groups and users) and a data-quality history of as many aggregation rows
 (`AggregationHistory`: a run every 15 minutes), both bulk loaded. graphsvc then serves it,
-pinned to core 0, and wrk on core 1 drives at 32 connections: the DCOM list of computers
-whose holders number 0, about 165 (a group tree) and 2,001 (a wide group); the aggregations
-of the last 30 days (the default window) ten rows at a time, and those of the last day a
-page of 1,000 (the default limit). Writes bench/results/scale.json.
+pinned to core 0, and wrk on core 1 drives at 32 connections (or each of --connections):
+the DCOM list of computers whose holders number 0, about 165 (a group tree) and 2,001 (a
+wide group); the aggregations of the last 30 days (the default window) ten rows at a time,
+and those of the last day a page of 1,000 (the default limit). Writes
+bench/results/scale.json.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def answer_count(port: int, uri: str, headers: dict[str, str]) -> int:
     return int(json.loads(out)["count"])
 
 
-def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[dict[str, Any]]:
+def measure(
+    name: str, url: str, nodes: int, work: Path, seconds: int, connections: list[int]
+) -> list[dict[str, Any]]:
     environment = {
         **os.environ,
         "GRAPHSVC_DATA_DIR": str(work),
@@ -116,20 +119,22 @@ def measure(name: str, url: str, nodes: int, work: Path, seconds: int) -> list[d
             headers = signed(token["id"], token["key"], uri)
             script = work / "request.lua"
             write_script(script, [uri], token["id"], token["key"])
-            figures = wrk(port, script, 32, seconds)
-            results.append(
-                {
-                    "store": name,
-                    "nodes": node_count,
-                    "edges": edge_count,
-                    "aggregation_rows": history_rows,
-                    "operation": operation,
-                    "answer_count": answer_count(port, uri, headers),
-                    "load_seconds": loaded,
-                    **figures,
-                }
-            )
-            print(results[-1], flush=True)
+            for count in connections:
+                figures = wrk(port, script, count, seconds)
+                results.append(
+                    {
+                        "store": name,
+                        "nodes": node_count,
+                        "edges": edge_count,
+                        "aggregation_rows": history_rows,
+                        "operation": operation,
+                        "connections": count,
+                        "answer_count": answer_count(port, uri, headers),
+                        "load_seconds": loaded,
+                        **figures,
+                    }
+                )
+                print(results[-1], flush=True)
     finally:
         stop(process)
     return results
@@ -153,6 +158,9 @@ def main() -> None:
     )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument(
+        "--connections", type=int, nargs="+", default=[32], help="wrk connections, each run"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
     args = parser.parse_args()
     if args.smoke:
@@ -167,16 +175,18 @@ def main() -> None:
             try:
                 for name, url in urls.items():
                     if nodes in sizes[name]:
-                        results += measure(name, url, nodes, work / name, args.duration)
+                        results += measure(
+                            name, url, nodes, work / name, args.duration, args.connections
+                        )
             finally:
                 if "postgresql" in urls:
                     drop_postgres_database(urls["postgresql"])
-    print("| store | nodes | edges | operation | answer count | req/s | p50 ms | p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| store | nodes | edges | operation | conns | answer count | req/s | p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['store']} | {r['nodes']:,} | {r['edges']:,} | {r['operation']} "
-            f"| {r['answer_count']:,} | {r['rps']:.0f} | {r['p50_ms']} "
+            f"| {r['connections']} | {r['answer_count']:,} | {r['rps']:.0f} | {r['p50_ms']} "
             f"| {r['p99_ms']} |"
         )
     seconds = round(time.monotonic() - started)
