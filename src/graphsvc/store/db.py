@@ -157,15 +157,16 @@ def redact_url(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def in_list(dialect: Dialect, column: str, param: str) -> str:
-    """SQL testing that a text column is one of a list passed as one parameter, so that one
-    prepared statement serves lists of every length; pass the list through `list_param`."""
+def in_list(dialect: Dialect, column: str, param: str, pg_type: str = "text") -> str:
+    """SQL testing that a column (text, or of `pg_type`) is one of a list passed as one
+    parameter, so that one prepared statement serves lists of every length; pass the list
+    through `list_param`."""
     if dialect == "sqlite":
         return f"{column} IN (SELECT value FROM json_each({param}))"
-    return f"{column} = ANY({param}::text[])"
+    return f"{column} = ANY({param}::{pg_type}[])"
 
 
-def list_param(dialect: Dialect, values: Iterable[str]) -> object:
+def list_param(dialect: Dialect, values: Iterable[str] | Iterable[int]) -> object:
     return json.dumps(list(values)) if dialect == "sqlite" else list(values)
 
 

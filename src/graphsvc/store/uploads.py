@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from graphsvc.store.db import Connection, Row
+from graphsvc.store.db import Connection, Row, in_list, list_param
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 # The reference server's job states (its enum; graphsvc uses these five).
@@ -117,14 +117,18 @@ async def list_jobs(
 
 
 async def list_job_files(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[FileRow]]:
+    """The files of each job, in the order they arrived; one statement for a page of jobs."""
     found: dict[int, list[FileRow]] = {job_id: [] for job_id in job_ids}
-    for job_id in job_ids:  # a page holds at most a few hundred jobs; each is an index seek
-        rows = await conn.fetch(
-            """SELECT id, job_id, name, content_type, size_bytes, uploaded_at
-            FROM file_upload_files WHERE job_id = $1 ORDER BY id""",
-            job_id,
-        )
-        found[job_id] = [FileRow(int(r[0]), int(r[1]), r[2], r[3], int(r[4]), r[5]) for r in rows]
+    if not job_ids:
+        return found
+    rows = await conn.fetch(
+        f"""SELECT id, job_id, name, content_type, size_bytes, uploaded_at
+        FROM file_upload_files WHERE {in_list(conn.dialect, "job_id", "$1", "bigint")}
+        ORDER BY job_id, id""",
+        list_param(conn.dialect, job_ids),
+    )
+    for r in rows:
+        found[int(r[1])].append(FileRow(int(r[0]), int(r[1]), r[2], r[3], int(r[4]), r[5]))
     return found
 
 
