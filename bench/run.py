@@ -34,7 +34,7 @@ from typing import Any
 
 import asyncpg  # noqa: F401  (checks the driver is there before anything starts)
 
-from graphsvc.crypto import sign_request
+from graphsvc.crypto import request_date, sign_request
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -167,7 +167,7 @@ def peak_rss_mb(pid: int) -> float:
 
 def write_script(path: Path, targets: list[str], token_id: str, token_key: str) -> None:
     """A wrk script that cycles through the targets, each with its own signature."""
-    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    date = request_date()
     rows = ",\n".join(
         f'  {{"{t}", "{sign_request(token_key, "GET", t, date, b"")}"}}' for t in targets
     )
@@ -224,7 +224,7 @@ def latency(out: str, percentile: str) -> float:
 
 
 def signed(token_id: str, token_key: str, uri: str) -> dict[str, str]:
-    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    date = request_date()
     return {
         "Authorization": f"svcsignature {token_id}",
         "RequestDate": date,

@@ -27,39 +27,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run import free_port, peak_rss_mb, signed
+
 from graphsvc import service
-from graphsvc.crypto import KeyBox, sign_request
+from graphsvc.crypto import KeyBox
 from graphsvc.store.db import Connection, run_in_transaction
 
 FERNET_KEY = "bT0F7bH3oUe6bXq5Yx3Z0mO2iS1uN8rQ4vW9aC6dE2k="
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def signed_get(port: int, token: service.CreatedToken, uri: str) -> Any:
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    headers = {
-        "Authorization": f"svcsignature {token.id}",
-        "RequestDate": date,
-        "Signature": sign_request(token.key, "GET", uri, date, b""),
-    }
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        connection.request("GET", uri, headers=headers)
+        connection.request("GET", uri, headers=signed(token.id, token.key, uri))
         return json.loads(connection.getresponse().read())
     finally:
         connection.close()
-
-
-def vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmHWM")
 
 
 def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
@@ -124,7 +107,7 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
         processed = time.monotonic()
         if job["status"] != 2:
             raise SystemExit(f"the job failed: {job['status_message']}")
-        peak = vm_hwm_mb(server.pid)
+        peak = peak_rss_mb(server.pid)
     finally:
         server.terminate()
         server.wait(30)

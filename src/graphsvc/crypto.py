@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache, lru_cache
 
 import jwt
@@ -29,6 +29,11 @@ def body_signer(key: str, method: str, uri: str, request_date: str) -> hmac.HMAC
 
 def encode_signature(signer: hmac.HMAC) -> str:
     return base64.b64encode(signer.digest()).decode()
+
+
+def request_date() -> str:
+    """A RequestDate for a request signed now: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:

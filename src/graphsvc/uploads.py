@@ -103,9 +103,13 @@ def describe_job(job: uploads.JobRow, files: Sequence[uploads.FileRow]) -> wire.
     )
 
 
-async def answer_job(conn: Connection, job: uploads.JobRow) -> wire.FileUploadJobResponse:
-    files = await uploads.list_job_files(conn, [job.id])
-    return wire.FileUploadJobResponse(describe_job(job, files[job.id]))
+async def answer_job(
+    conn: Connection, job_id: int, files: Sequence[uploads.FileRow]
+) -> wire.FileUploadJobResponse:
+    """The job as it stands now (its row changed under this transaction), with its files."""
+    job = await uploads.find_job(conn, job_id)
+    assert job is not None
+    return wire.FileUploadJobResponse(describe_job(job, files))
 
 
 def sees_every_job(caller: Caller) -> bool:
@@ -147,8 +151,8 @@ async def store_upload(
     job = await get_own_job(conn, caller, job_id)
     require_running(job, "take more files")
     now = datetime.now(UTC)
-    count = len((await uploads.list_job_files(conn, [job.id]))[job.id])
-    name = upload.name or f"file-{count + 1}{ACCEPTED_TYPES[upload.content_type]}"
+    files = (await uploads.list_job_files(conn, [job.id]))[job.id]
+    name = upload.name or f"file-{len(files) + 1}{ACCEPTED_TYPES[upload.content_type]}"
     file_id = await uploads.insert_file(conn, job.id, name, upload.content_type, upload.size, now)
     upload.file.seek(0)
     seq = 0
@@ -162,9 +166,8 @@ async def store_upload(
         file=name,
         size_bytes=upload.size,
     )
-    found = await uploads.find_job(conn, job.id)
-    assert found is not None
-    return await answer_job(conn, found)
+    added = uploads.FileRow(file_id, job.id, name, upload.content_type, upload.size, now)
+    return await answer_job(conn, job.id, [*files, added])
 
 
 async def end_upload_job(
@@ -183,9 +186,7 @@ async def end_upload_job(
     now = datetime.now(UTC)
     await uploads.set_job_status(conn, job.id, uploads.INGESTING, "queued for ingest", now)
     audit("upload.ended", f"file-upload job {job.id} ended and queued", job_id=job.id)
-    found = await uploads.find_job(conn, job.id)
-    assert found is not None
-    return await answer_job(conn, found)
+    return await answer_job(conn, job.id, files)
 
 
 async def list_upload_jobs(

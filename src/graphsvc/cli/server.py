@@ -11,7 +11,6 @@ import signal
 import socket
 import sys
 import time
-from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
@@ -26,7 +25,7 @@ from graphsvc.cli.common import (
     read_stdin_secret,
     run_in_transaction,
 )
-from graphsvc.crypto import sign_request
+from graphsvc.crypto import request_date, sign_request
 from graphsvc.settings import Settings
 from graphsvc.store import db as database
 
@@ -293,7 +292,7 @@ def examples(demo_json: Any, base_url: str) -> None:
     base = base_url.rstrip("/")
     lines = ["# Signed requests (API token):"]
     for uri in uris:
-        date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        date = request_date()
         signature = sign_request(token_key, "GET", uri, date, b"")
         lines.append(
             f"curl -s -H 'Authorization: svcsignature {token_id}' -H 'RequestDate: {date}' "
@@ -346,7 +345,7 @@ def sign(
     if not token_key:
         fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
     assert token_key is not None
-    date = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    date = request_date()
     signature = sign_request(token_key, method, uri, date, body.read() if body else b"")
     headers = {
         "Authorization": f"svcsignature {token_id}",

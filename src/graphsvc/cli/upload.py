@@ -12,7 +12,6 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -20,7 +19,7 @@ from urllib.parse import quote, urlsplit
 import click
 
 from graphsvc.cli.common import fail, read_stdin_secret
-from graphsvc.crypto import body_signer, encode_signature, sign_request
+from graphsvc.crypto import body_signer, encode_signature, request_date, sign_request
 from graphsvc.ingest.sources import ZIP_MAGIC
 
 CHUNK = 1024 * 1024
@@ -63,7 +62,7 @@ class Server:
     def call(self, method: str, path: str, body: bytes = b"") -> Any:
         uri = self.prefix + path
         while True:
-            date = now_stamp()
+            date = request_date()
             signature = sign_request(self.token_key, method, uri, date, body)
             headers = self.headers(signature, date)
             if body:
@@ -76,7 +75,7 @@ class Server:
     def send_file(self, path: str, file: Path, progress: Any) -> Any:
         uri = self.prefix + path
         while True:
-            date = now_stamp()
+            date = request_date()
             signer = body_signer(self.token_key, "POST", uri, date)
             for chunk in read_chunks(file):
                 signer.update(chunk)
@@ -131,10 +130,6 @@ def counted(chunks: Iterator[bytes], progress: Any) -> Iterator[bytes]:
     for chunk in chunks:
         yield chunk
         progress(len(chunk))
-
-
-def now_stamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def read_chunks(file: Path) -> Iterator[bytes]:

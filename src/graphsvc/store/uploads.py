@@ -268,11 +268,3 @@ async def release_lease(conn: Connection, holder: str) -> bool:
         holder,
     )
     return released is not None
-
-
-async def find_lease(conn: Connection) -> tuple[str | None, int | None, datetime | None]:
-    r = await conn.fetchrow(
-        "SELECT holder, job_id, expires_at FROM ingest_lease WHERE name = $1", LEASE
-    )
-    assert r is not None, "the ingest lease row is missing: run graphsvc db upgrade"
-    return r[0], (None if r[1] is None else int(r[1])), r[2]
