@@ -275,16 +275,15 @@ class App:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
                     identity = await self.receive_upload(request, spool)
                     async with connect() as conn:
-                        body = await self.run_operation(op, conn, request, identity, decoder)
+                        body, wait = await self.run_operation(op, conn, request, identity, decoder)
             else:
                 async with connect() as conn:
                     identity = await self.auth.authenticate(conn, request)
-                    body = await self.run_operation(op, conn, request, identity, decoder)
+                    body, wait = await self.run_operation(op, conn, request, identity, decoder)
             self.touch_token(identity)
             headers = {}
             prefer = request.headers.get("prefer")
             if prefer is not None and prefer.strip().startswith("wait="):
-                wait = parse_prefer(prefer, self.settings)
                 headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
             return json_response(body, op.status, headers)
 
@@ -297,13 +296,14 @@ class App:
         request: Request,
         identity: Identity,
         decoder: msgspec.json.Decoder[Any] | None,
-    ) -> msgspec.Struct:
+    ) -> tuple[msgspec.Struct, int | None]:
+        """The handler's answer, and the wait the request asked for (None: no limit)."""
         request.scope[CALLER] = caller_fields(identity)
         principal = self.auth.authorize(identity, op.permission)
         request.caller = Caller(principal, identity.token_id, self.auth.permissions_of(principal))
-        wait = parse_prefer(request.headers.get("prefer"), self.settings)
-        if wait is not None and request.upload is not None:
-            wait += request.upload.size // UPLOAD_BYTES_PER_SECOND
+        wait = limit = parse_prefer(request.headers.get("prefer"), self.settings)
+        if limit is not None and request.upload is not None:
+            limit += request.upload.size // UPLOAD_BYTES_PER_SECOND
         arguments: dict[str, Any] = {}
         if decoder is not None:
             arguments["body"] = decode_json(decoder, await request.body(), "body")
@@ -312,11 +312,11 @@ class App:
             if parameter.argument is not None:
                 arguments[parameter.argument] = value
         try:
-            async with asyncio.timeout(wait):
+            async with asyncio.timeout(limit):
                 body: msgspec.Struct = await op.handler(conn, **arguments)
-                return body
+                return body, wait
         except TimeoutError:
-            raise ApiError(500, f"request timed out after {wait} seconds", "timeout") from None
+            raise ApiError(500, f"request timed out after {limit} seconds", "timeout") from None
 
     async def receive_upload(self, request: Request, spool: IO[bytes]) -> Identity:
         """Check what the headers can tell (content type, credentials), then receive the

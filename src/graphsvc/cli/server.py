@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
@@ -43,8 +45,6 @@ log = logging.getLogger("graphsvc")
 )
 def serve(host: str, port: int, workers: str) -> None:
     """Run migrations if needed, then serve the API."""
-    import uvicorn
-
     from graphsvc.api.server import GuardedHttpProtocol, raise_open_file_limit
 
     settings = load_settings()
@@ -60,22 +60,12 @@ def serve(host: str, port: int, workers: str) -> None:
     open_files = raise_open_file_limit()
     max_connections = min(settings.max_connections, open_files - 64)
     protocol = GuardedHttpProtocol.configure(settings.header_timeout_seconds, max_connections)
-    config = uvicorn.Config(
-        "graphsvc.api.app:create_app",  # built in each worker (below), never imported by name
-        host=host,
-        port=port,
-        log_level=settings.log_level,
-        log_config=None,  # ours, set up by load_settings
-        access_log=False,  # graphsvc logs each request itself, with its id and caller
-        proxy_headers=False,
-        http=protocol,
-        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
-    )
     announce(settings, host, port, max_connections, count)
+    serve_here = functools.partial(run_worker, settings, host, port, protocol)
     if count == 1:
-        run_worker(config, settings, None)
+        serve_here(None)
     else:
-        supervise_workers(config, settings, count)
+        supervise_workers(serve_here, host, port, count)
 
 
 def worker_count(workers: str) -> int:
@@ -90,13 +80,25 @@ def worker_count(workers: str) -> int:
     return int(workers)
 
 
-def run_worker(config: Any, settings: Settings, sock: socket.socket | None) -> None:
-    """Serve in this process until stopped; with `sock`, on a socket shared with others."""
+def run_worker(
+    settings: Settings, host: str, port: int, protocol: type[Any], sock: socket.socket | None
+) -> None:
+    """Serve in this process until stopped; with `sock`, on that socket (a worker's)."""
     import uvicorn
 
     from graphsvc.api.app import create_app
 
-    config.app = create_app(settings)
+    config = uvicorn.Config(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        log_config=None,  # ours, set up by load_settings
+        access_log=False,  # graphsvc logs each request itself, with its id and caller
+        proxy_headers=False,
+        http=protocol,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+    )
     # uvicorn finishes the requests under way, then raises the signal again for the handler
     # it found: a stop asked for by SIGTERM is a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
@@ -106,12 +108,14 @@ def run_worker(config: Any, settings: Settings, sock: socket.socket | None) -> N
         sys.exit(1)
 
 
-def supervise_workers(config: Any, settings: Settings, count: int) -> None:
+def supervise_workers(
+    serve_here: Callable[[socket.socket], None], host: str, port: int, count: int
+) -> None:
     """Fork `count` workers, each listening on the port with SO_REUSEPORT, so that the
     kernel spreads new connections evenly over them (one socket shared by all was handed
     mostly to one worker: 40 connections in a row reached the same one); a worker that dies
     is replaced, and SIGTERM or SIGINT stops them all, each finishing its requests under way."""
-    reserved = reuse_port_socket(config.host, config.port)  # bound, not listening: fails early
+    reserved = reuse_port_socket(host, port)  # bound, not listening: fails early
     children: set[int] = set()
     stopping = False
 
@@ -122,7 +126,7 @@ def supervise_workers(config: Any, settings: Settings, count: int) -> None:
             reserved.close()
             code = 0
             try:
-                run_worker(config, settings, reuse_port_socket(config.host, config.port))
+                serve_here(reuse_port_socket(host, port))
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
