@@ -20,7 +20,7 @@ import click
 
 from graphsvc.cli.common import fail, read_stdin_secret
 from graphsvc.crypto import body_signer, encode_signature, request_date, sign_request
-from graphsvc.ingest.sources import ZIP_MAGIC
+from graphsvc.ingest.sources import ZIP_MAGIC, collector_files
 
 CHUNK = 1024 * 1024
 # How long the client keeps sending a request again while the server answers 503 (a SQLite
@@ -161,9 +161,7 @@ def collect_files(paths: tuple[Path, ...]) -> list[Path]:
     files = []
     for path in paths:
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".zip")
-            )
+            found = collector_files(path)
             if not found:
                 fail(f"{path}: the folder holds no .json or .zip files")
             files += found

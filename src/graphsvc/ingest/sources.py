@@ -93,6 +93,13 @@ def zip_sources(path: Path, root: Path | None = None) -> list[Source]:
     return sources
 
 
+def collector_files(folder: Path) -> list[Path]:
+    """The .json and .zip files under a folder, at any depth, in name order."""
+    return sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".zip")
+    )
+
+
 def expand(paths: list[Path], root: Path | None = None) -> list[Source]:
     """Every JSON document in the given files, folders (recursively) and zips; labelled
     relative to `root`, when given."""
@@ -100,9 +107,7 @@ def expand(paths: list[Path], root: Path | None = None) -> list[Source]:
     for path in paths:
         name = display(path, root)
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".zip")
-            )
+            found = collector_files(path)
             if not found:
                 raise IngestError(name, "folder holds no .json or .zip files")
             sources += expand(found, root)
