@@ -216,7 +216,10 @@ def upload(
         for file in files:
             server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
     server.call("POST", f"/api/v2/file-upload/{job_id}/end")
-    click.echo(f"sent {len(files)} files ({total:,} bytes); job {job_id} is queued", err=True)
+    click.echo(
+        f"sent {len(files)} file{'s' if len(files) != 1 else ''} ({total:,} bytes); job {job_id} is queued",
+        err=True,
+    )
     if not wait:
         click.echo(json.dumps({"id": job_id, "status": 6}))
         return
