@@ -216,9 +216,9 @@ def upload(
         for file in files:
             server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
     server.call("POST", f"/api/v2/file-upload/{job_id}/end")
+    plural = "" if len(files) == 1 else "s"
     click.echo(
-        f"sent {len(files)} file{'s' if len(files) != 1 else ''} ({total:,} bytes); job {job_id} is queued",
-        err=True,
+        f"sent {len(files)} file{plural} ({total:,} bytes); job {job_id} is queued", err=True
     )
     if not wait:
         click.echo(json.dumps({"id": job_id, "status": 6}))
