@@ -3,9 +3,11 @@ events with their reasons, and never a secret in any line."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,7 +16,8 @@ import pytest
 
 from graphsvc import service
 from graphsvc.demo.dataset import DemoResult
-from graphsvc.logs import JsonLines
+from graphsvc.logs import JsonLines, StderrHandler, configure_logging, log_request_line
+from graphsvc.settings import Settings
 from tests.conftest import TEST_FERNET_KEY, Env
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -179,3 +182,113 @@ def test_the_start_line_masks_the_password_and_weaker_settings_warn(
     assert "weaker setting: GRAPHSVC_SDK_COMPATIBILITY" in logged
     assert "weaker setting: GRAPHSVC_RATE_LIMIT_PER_SECOND is 0" in logged
     assert "serving on http://127.0.0.1:" in logged
+
+
+class CountedWrites(io.StringIO):
+    """stderr for a test: what was written, and in how many writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def served_logging(
+    monkeypatch: pytest.MonkeyPatch, log_format: str = "json"
+) -> tuple[CountedWrites, StderrHandler]:
+    """Logging as `graphsvc serve` sets it up (our handler alone on the way of a request
+    line), onto a stderr of the test's own (set in the test: pytest swaps it per phase). The
+    handler hangs on the `graphsvc` logger, which stops there, so that the test harness's
+    handlers on the root logger stay out of its way."""
+    stderr = CountedWrites()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    root, top = logging.getLogger(), logging.getLogger("graphsvc")
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(top, "handlers", [])
+    monkeypatch.setattr(top, "propagate", False)
+    configure_logging(Settings(log_format=log_format, log_level="info"))
+    (handler,) = [h for h in root.handlers if isinstance(h, StderrHandler)]
+    root.removeHandler(handler)
+    top.addHandler(handler)
+    return stderr, handler
+
+
+def test_request_lines_of_a_burst_are_written_together_and_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr, _ = served_logging(monkeypatch)
+
+    async def burst() -> int:
+        for i in range(5):
+            log_request_line(logging.INFO, {"request_id": str(i), "status": 200})
+        written_during_the_burst = stderr.writes
+        await asyncio.sleep(0)  # the loop runs the callbacks queued so far, the write too
+        logging.getLogger("graphsvc.request").warning("after the burst")
+        return written_during_the_burst
+
+    assert asyncio.run(burst()) == 0
+    lines = [json.loads(line) for line in stderr.getvalue().splitlines()]
+    assert [line.get("request_id") for line in lines] == ["0", "1", "2", "3", "4", None]
+    assert lines[-1]["message"] == "after the burst" and lines[-1]["level"] == "warning"
+    assert stderr.writes == 2  # the burst in one write, the warning in another
+
+
+def test_a_warning_is_written_at_once_after_the_lines_waiting_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr, _ = served_logging(monkeypatch)
+
+    async def burst() -> str:
+        log_request_line(logging.INFO, {"request_id": "first", "status": 200})
+        log_request_line(logging.WARNING, {"request_id": "failed", "status": 500})
+        return stderr.getvalue()
+
+    written = [json.loads(line)["request_id"] for line in asyncio.run(burst()).splitlines()]
+    assert written == ["first", "failed"]
+
+
+def test_lines_still_waiting_when_the_loop_stops_are_written_at_shutdown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr, handler = served_logging(monkeypatch)
+    loop = asyncio.new_event_loop()
+
+    def last_request() -> None:
+        log_request_line(logging.INFO, {"request_id": "last", "status": 200})
+        loop.stop()  # the loop ends with this round: the write it queued never runs
+
+    loop.call_soon(last_request)
+    loop.run_forever()
+    loop.close()
+    assert stderr.getvalue() == ""
+    handler.flush()  # what logging.shutdown does at exit
+    assert json.loads(stderr.getvalue())["request_id"] == "last"
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_a_request_line_reads_the_same_written_directly_or_through_logging(
+    monkeypatch: pytest.MonkeyPatch, log_format: str
+) -> None:
+    stderr, handler = served_logging(monkeypatch, log_format)
+    fields = {"request_id": "r", "status": 404, "duration_ms": 1.5, "error": "no such thing"}
+    log_request_line(logging.INFO, fields)  # directly: our handler is the only one
+    collected = io.StringIO()
+    extra = logging.StreamHandler(collected)
+    extra.setFormatter(handler.formatter)
+    logging.getLogger("graphsvc.request").addHandler(extra)
+    try:
+        log_request_line(logging.INFO, fields)  # through logging: another handler listens
+    finally:
+        logging.getLogger("graphsvc.request").removeHandler(extra)
+    direct, through_logging, _ = stderr.getvalue().split("\n")
+    assert collected.getvalue() == through_logging + "\n"
+    if log_format == "json":
+        assert {**json.loads(direct), "time": ""} == {**json.loads(through_logging), "time": ""}
+        assert json.loads(direct)["logger"] == "graphsvc.request"
+    else:
+        assert direct.split(" ", 1)[1] == through_logging.split(" ", 1)[1]
+        assert "status=404" in direct and "error=no such thing" in direct

@@ -50,7 +50,7 @@ from graphsvc.api.web import (
 )
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, not_found
-from graphsvc.logs import REQUESTS, audit
+from graphsvc.logs import REQUESTS, audit, log_request_line
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import (
@@ -181,7 +181,7 @@ class App:
         }
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
-        REQUESTS.log(level, "request", extra={"fields": fields})
+        log_request_line(level, fields)
         if audited:
             assert error is not None
             event, what = AUDITED[status]

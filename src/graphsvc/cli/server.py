@@ -132,6 +132,7 @@ def supervise_workers(
             except BaseException:
                 log.exception("worker %d failed", os.getpid())
                 code = 1
+            logging.shutdown()  # os._exit skips atexit: write the lines still waiting
             os._exit(code)
         children.add(pid)
 
