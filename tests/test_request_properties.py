@@ -5,12 +5,13 @@ Env), and never a 500."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphsvc.api.web import parse_query
 from graphsvc.demo.dataset import DemoResult
 from tests.conftest import Env
 
@@ -131,3 +132,9 @@ def test_any_login_body_gets_a_documented_answer(make_env) -> None:  # type: ign
         assert response.status_code in (200, 400, 401), response.text
 
     check()
+
+
+@PROPERTY_SETTINGS
+@given(st.text(alphabet=st.sampled_from("ab=&%+;2F é"), max_size=30))
+def test_a_query_string_is_read_as_parse_qs_reads_it(raw: str) -> None:
+    assert parse_query(raw) == parse_qs(raw, keep_blank_values=True)

@@ -26,6 +26,8 @@ async def fetch_page(
     rows = await conn.fetch(f"{sql} LIMIT ${n + 1} OFFSET ${n + 2}", *args, limit, skip)
     if rows:
         return int(rows[0][-1]), rows
+    if skip == 0 and limit > 0:
+        return 0, []  # a first page with room and no rows: there are none to count
     total = await conn.fetchval(f"SELECT count(*) FROM ({sql}) AS page", *args)
     return int(total or 0), []
 
