@@ -20,7 +20,7 @@ import msgspec
 import uvicorn
 
 from graphsvc import wire
-from graphsvc.store import clients, data_quality, extensions, graph, saml
+from graphsvc.store import clients, data_quality, graph, saml
 from graphsvc.store.db import (
     Connection,
     PostgresConnection,
@@ -49,11 +49,10 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
     if parts[2] == "data-quality-stats-aggregations":
         kind = int(query["schema_environment_kind_id"][0])
         extension = int(query["schema_extension_id"][0]) if "schema_extension_id" in query else None
-        if extension is not None:
-            await extensions.extension_exists(conn, extension)
-        count, rows = await data_quality.list_aggregations(
+        found = await data_quality.list_aggregations(
             conn, kind, extension, start, end, NEWEST_FIRST, skip, limit
         )
+        count, rows = found or (0, [])
         return wire.PagedAggregations(count, skip, limit, start, end, rows)
     if parts[2] == "azure-tenants":
         count, stats = await data_quality.list_tenant_stats(

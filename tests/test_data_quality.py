@@ -312,12 +312,13 @@ def test_upgrading_counts_the_batches_stored_before(tmp_path) -> None:  # type: 
     upgrade_schema(url)
 
     async def total(conn: Connection) -> tuple[int, int]:
-        everything, _ = await data_quality.list_aggregations(
+        everything = await data_quality.list_aggregations(
             conn, DOMAIN_KIND, None, stamp - timedelta(days=1), now(), [], 0, 1
         )
-        two_runs, _ = await data_quality.list_aggregations(
+        two_runs = await data_quality.list_aggregations(
             conn, DOMAIN_KIND, AD_EXTENSION, stamp - timedelta(hours=1), stamp, [], 0, 1
         )
-        return everything, two_runs
+        assert everything is not None and two_runs is not None
+        return everything[0], two_runs[0]
 
     assert asyncio.run(run_in_transaction(url, total)) == (12, 6)

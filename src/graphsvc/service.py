@@ -47,9 +47,7 @@ async def list_aggregations(
     sort: Sequence[SortKey],
     page: Page,
 ) -> wire.PagedAggregations:
-    if extension_id is not None and not await extensions.extension_exists(conn, extension_id):
-        raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
-    count, rows = await data_quality.list_aggregations(
+    found = await data_quality.list_aggregations(
         conn,
         environment_kind_id,
         extension_id,
@@ -59,6 +57,9 @@ async def list_aggregations(
         page.skip,
         page.limit,
     )
+    if found is None:
+        raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
+    count, rows = found
     return wire.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
 
 

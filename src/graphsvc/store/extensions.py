@@ -14,13 +14,6 @@ from graphsvc.store.db import (
 from graphsvc.store.graph import ensure_kinds
 
 
-async def extension_exists(conn: Connection, extension_id: int) -> bool:
-    found = await conn.fetchval(
-        "SELECT 1 FROM schema_extensions WHERE id = $1 AND deleted_at IS NULL", extension_id
-    )
-    return found is not None
-
-
 class ExtensionEnvironment(NamedTuple):
     kind_id: int
     kind: str
