@@ -1,0 +1,91 @@
+"""The served connection's transport: what is written within one pass of the event loop
+leaves in one write (a response's head and body together), and closing never loses it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graphsvc.api.server import CoalescingTransport
+
+
+class RecordingTransport:
+    """The few transport calls the wrapper makes, recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "written after close"
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def get_extra_info(self, name: str) -> Any:
+        return {"peername": ("127.0.0.1", 5555)}.get(name)
+
+
+def wrapped() -> tuple[CoalescingTransport, RecordingTransport]:
+    raw = RecordingTransport()
+    return CoalescingTransport(raw, asyncio.get_running_loop()), raw  # type: ignore[arg-type]
+
+
+def test_writes_of_one_pass_leave_together_and_in_order() -> None:
+    async def respond() -> list[bytes]:
+        transport, raw = wrapped()
+        transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        transport.write(b"{}")
+        assert raw.writes == []  # held until the loop's current pass is over
+        await asyncio.sleep(0)
+        transport.write(b"next")
+        await asyncio.sleep(0)
+        return raw.writes
+
+    assert asyncio.run(respond()) == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", b"next"]
+
+
+def test_closing_writes_what_is_held_first() -> None:
+    async def respond_and_close() -> RecordingTransport:
+        transport, raw = wrapped()
+        transport.write(b"last answer")
+        transport.close()
+        await asyncio.sleep(0)  # the queued flush finds nothing more to write
+        return raw
+
+    raw = asyncio.run(respond_and_close())
+    assert raw.writes == [b"last answer"] and raw.closed
+
+
+def test_an_abort_or_a_lost_connection_drops_what_is_held() -> None:
+    async def abort() -> RecordingTransport:
+        transport, raw = wrapped()
+        transport.write(b"never sent")
+        transport.abort()
+        await asyncio.sleep(0)
+        return raw
+
+    async def lose() -> RecordingTransport:
+        transport, raw = wrapped()
+        transport.write(b"never sent")
+        raw.closed = True  # the peer went away before the loop's pass ended
+        await asyncio.sleep(0)
+        return raw
+
+    assert asyncio.run(abort()).writes == []
+    assert asyncio.run(lose()).writes == []
+
+
+def test_everything_else_reaches_the_transport() -> None:
+    async def ask() -> Any:
+        transport, _ = wrapped()
+        return transport.get_extra_info("peername"), transport.is_closing()
+
+    assert asyncio.run(ask()) == (("127.0.0.1", 5555), False)
