@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphsvc import service
+from graphsvc.api.web import new_request_id
 from graphsvc.demo.dataset import DemoResult
 from graphsvc.logs import JsonLines, StderrHandler, configure_logging, log_request_line
 from graphsvc.settings import Settings
@@ -292,3 +294,22 @@ def test_a_request_line_reads_the_same_written_directly_or_through_logging(
     else:
         assert direct.split(" ", 1)[1] == through_logging.split(" ", 1)[1]
         assert "status=404" in direct and "error=no such thing" in direct
+
+
+def test_request_ids_are_distinct_version_4_uuids_in_every_forked_worker() -> None:
+    ids = [new_request_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    for request_id in ids[:1000]:
+        parsed = uuid.UUID(request_id)
+        assert str(parsed) == request_id and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # a worker forked by `serve --workers`: its ids must not repeat the parent's
+        os.write(writer, new_request_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    from_child = os.read(reader, 64).decode()
+    os.close(reader)
+    os.close(writer)
+    assert from_child != new_request_id() and uuid.UUID(from_child).version == 4

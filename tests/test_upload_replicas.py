@@ -58,7 +58,7 @@ class Client:
         headers = {
             "Authorization": f"svcsignature {self.token.id}",
             "RequestDate": date,
-            "Signature": encode_signature(signer),
+            "Signature": encode_signature(signer.digest()),
             "Content-Type": "application/json",
             "Content-Disposition": f'attachment; filename="{path.name}"',
         }

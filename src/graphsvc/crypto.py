@@ -19,16 +19,20 @@ HMAC_METHOD = "hmac-sha2-256"
 UUID_FORM = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")  # as uuid4() writes it
 
 
+def body_key(key: str, method: str, uri: str, request_date: str) -> bytes:
+    """The spec's three-step chain up to its last step (method+URI, then the date cut to the
+    hour): the key the body is signed with."""
+    operation_key = hmac.digest(key.encode(), (method + uri).encode(), "sha256")
+    return hmac.digest(operation_key, request_date[:13].encode(), "sha256")
+
+
 def body_signer(key: str, method: str, uri: str, request_date: str) -> hmac.HMAC:
-    """The spec's three-step chain up to its last step: method+URI, then the date cut to the
-    hour; what it is fed next is the body, which may arrive in pieces."""
-    operation_key = hmac.new(key.encode(), (method + uri).encode(), hashlib.sha256).digest()
-    date_key = hmac.new(operation_key, request_date[:13].encode(), hashlib.sha256).digest()
-    return hmac.new(date_key, None, hashlib.sha256)
+    """The chain's last step, to be fed the body, which may arrive in pieces."""
+    return hmac.new(body_key(key, method, uri, request_date), None, hashlib.sha256)
 
 
-def encode_signature(signer: hmac.HMAC) -> str:
-    return base64.b64encode(signer.digest()).decode()
+def encode_signature(digest: bytes) -> str:
+    return base64.b64encode(digest).decode()
 
 
 def request_date() -> str:
@@ -37,9 +41,7 @@ def request_date() -> str:
 
 
 def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:
-    signer = body_signer(key, method, uri, request_date)
-    signer.update(body)
-    return encode_signature(signer)
+    return encode_signature(hmac.digest(body_key(key, method, uri, request_date), body, "sha256"))
 
 
 def signatures_match(expected: str, sent: str) -> bool:

@@ -9,7 +9,6 @@ import logging
 import re
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from functools import partial
 from typing import IO, Any
@@ -45,6 +44,7 @@ from graphsvc.api.web import (
     error_response,
     json_response,
     match_route,
+    new_request_id,
     route,
     send_response,
 )
@@ -123,7 +123,7 @@ class App:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        request_id = incoming_request_id(scope) or str(uuid.uuid4())
+        request_id = incoming_request_id(scope) or new_request_id()
         error: ApiError | None = None
         try:
             response = await self.respond(scope, receive)

@@ -24,14 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from graphsvc import wire
-from graphsvc.api.web import encode
+from graphsvc.api.web import encode, new_request_id
 
 log = logging.getLogger("graphsvc.api.server")
 REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
@@ -39,7 +38,7 @@ REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavaila
 
 def error_bytes(status: int, message: str, context: str) -> bytes:
     """A whole HTTP/1.1 response carrying the spec's error body, closing the connection."""
-    request_id = str(uuid.uuid4())
+    request_id = new_request_id()
     body = encode(
         wire.ErrorBody(status, datetime.now(UTC), request_id, [wire.ErrorDetail(context, message)])
     )

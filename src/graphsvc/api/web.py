@@ -8,6 +8,7 @@ directly and this module holds what it needs.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -27,6 +28,19 @@ Send = Callable[[Message], Awaitable[None]]
 Query = dict[str, list[str]]
 
 encode = msgspec.json.Encoder().encode
+
+
+def new_request_id() -> str:
+    """A random (version 4) UUID naming a request in its answer and its log line. It names,
+    it guards nothing, so it comes from `random`, not the system's entropy: str(uuid4())
+    took 2.0 us and a getrandom call, this 0.7 us."""
+    digits = f"{random.getrandbits(128) & ~UUID4_FIXED_BITS | UUID4_BITS:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+# The version (4) and variant (10) bits of a random UUID, and where they sit.
+UUID4_FIXED_BITS = 0xF000 << 64 | 0xC000 << 48
+UUID4_BITS = 0x4000 << 64 | 0x8000 << 48
 
 
 class Request:

@@ -79,7 +79,7 @@ class Server:
             signer = body_signer(self.token_key, "POST", uri, date)
             for chunk in read_chunks(file):
                 signer.update(chunk)
-            headers = self.headers(encode_signature(signer), date)
+            headers = self.headers(encode_signature(signer.digest()), date)
             headers["Content-Type"] = content_type(file)
             headers["Content-Length"] = str(file.stat().st_size)
             headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(file.name)}"
