@@ -1,5 +1,6 @@
-"""The served connection's transport: what is written within one pass of the event loop
-leaves in one write (a response's head and body together), and closing never loses it."""
+"""The served connection's transport: a response's head and body leave in one write, at once
+for a lone request and at the end of the event loop's pass under load; closing never loses
+what is held."""
 
 from __future__ import annotations
 
@@ -33,15 +34,33 @@ class RecordingTransport:
         return {"peername": ("127.0.0.1", 5555)}.get(name)
 
 
-def wrapped() -> tuple[CoalescingTransport, RecordingTransport]:
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+
+
+def wrapped(requests_under_way: int = 1) -> tuple[CoalescingTransport, RecordingTransport]:
     raw = RecordingTransport()
-    return CoalescingTransport(raw, asyncio.get_running_loop()), raw  # type: ignore[arg-type]
+    requests = [object() for _ in range(requests_under_way)]
+    loop = asyncio.get_running_loop()
+    return CoalescingTransport(raw, loop, requests), raw  # type: ignore[arg-type]
 
 
-def test_writes_of_one_pass_leave_together_and_in_order() -> None:
+def test_a_lone_requests_head_leaves_with_its_body_at_once() -> None:
     async def respond() -> list[bytes]:
-        transport, raw = wrapped()
-        transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        transport, raw = wrapped(requests_under_way=1)
+        transport.write(HEAD)
+        assert raw.writes == []  # the head waits for the body
+        transport.write(b"{}")
+        assert raw.writes == [HEAD + b"{}"]  # no waiting for the end of the pass
+        await asyncio.sleep(0)
+        return raw.writes
+
+    assert asyncio.run(respond()) == [HEAD + b"{}"]
+
+
+def test_under_load_a_connections_writes_leave_together_at_the_end_of_the_pass() -> None:
+    async def respond() -> list[bytes]:
+        transport, raw = wrapped(requests_under_way=5)
+        transport.write(HEAD)
         transport.write(b"{}")
         assert raw.writes == []  # held until the loop's current pass is over
         await asyncio.sleep(0)
@@ -49,7 +68,18 @@ def test_writes_of_one_pass_leave_together_and_in_order() -> None:
         await asyncio.sleep(0)
         return raw.writes
 
-    assert asyncio.run(respond()) == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", b"next"]
+    assert asyncio.run(respond()) == [HEAD + b"{}", b"next"]
+
+
+def test_a_write_with_nothing_after_it_leaves_at_the_end_of_the_pass() -> None:
+    async def answer_head() -> tuple[list[bytes], list[bytes]]:
+        transport, raw = wrapped(requests_under_way=1)
+        transport.write(HEAD)  # a HEAD answer: no body follows
+        before = list(raw.writes)
+        await asyncio.sleep(0)
+        return before, raw.writes
+
+    assert asyncio.run(answer_head()) == ([], [HEAD])
 
 
 def test_closing_writes_what_is_held_first() -> None:
