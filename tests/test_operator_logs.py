@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -313,3 +314,29 @@ def test_request_ids_are_distinct_version_4_uuids_in_every_forked_worker() -> No
     os.close(reader)
     os.close(writer)
     assert from_child != new_request_id() and uuid.UUID(from_child).version == 4
+
+
+def test_a_line_from_another_threads_loop_does_not_wait_for_the_first_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr, _ = served_logging(monkeypatch)
+    written: list[str] = []
+
+    def other_thread() -> None:
+        async def log_once() -> None:
+            log_request_line(logging.INFO, {"request_id": "from the worker", "status": 200})
+            written.append(stderr.getvalue())
+
+        asyncio.run(log_once())
+
+    async def busy_main_loop() -> None:
+        log_request_line(logging.INFO, {"request_id": "from the main loop", "status": 200})
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()  # the main loop stays busy meanwhile: its pass never ends here
+
+    asyncio.run(busy_main_loop())
+    (seen_by_the_worker,) = written  # what stderr held right after the worker's line
+    lines = [json.loads(line)["request_id"] for line in seen_by_the_worker.splitlines()]
+    assert lines == ["from the main loop", "from the worker"]
+    assert stderr.getvalue() == seen_by_the_worker  # nothing was left for the main loop

@@ -76,6 +76,7 @@ class StderrHandler(logging.StreamHandler[TextIO]):
         self.json = json
         self.setFormatter(JsonLines() if json else Text())
         self.pending: list[str] = []
+        self.waiting_on: asyncio.AbstractEventLoop | None = None  # the loop that will write them
 
     @property
     def stream(self) -> Any:
@@ -94,12 +95,15 @@ class StderrHandler(logging.StreamHandler[TextIO]):
         self.add_line(line, record.levelno)
 
     def add_line(self, line: str, level: int) -> None:
-        """Queue one line (the caller holds the lock, as Logger.handle does)."""
+        """Queue one line (the caller holds the lock, as Logger.handle does). Lines wait for
+        one loop only: a line from another thread's loop (the ingest worker's, busy for a
+        while between its awaits) writes those waiting at once, instead of joining them."""
         self.pending.append(line + "\n")
         loop = running_loop() if level <= logging.INFO else None
-        if loop is None:
+        if loop is None or self.waiting_on not in (None, loop):
             self.write_pending()
-        elif len(self.pending) == 1:
+        elif self.waiting_on is None:
+            self.waiting_on = loop
             loop.call_soon(self.flush)
 
     def flush(self) -> None:
@@ -107,6 +111,7 @@ class StderrHandler(logging.StreamHandler[TextIO]):
             self.write_pending()
 
     def write_pending(self) -> None:
+        self.waiting_on = None
         if self.pending:
             text, self.pending[:] = "".join(self.pending), []
             self.stream.write(text)
