@@ -90,6 +90,37 @@ def read_stdin_secret(option: str) -> str:
     return secret
 
 
+def token_key_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The API token a signing command signs with: --token-id, and its key from standard
+    input, GRAPHSVC_TOKEN_KEY or --token-key (read it with `read_token_key`)."""
+    for option in reversed(
+        [
+            click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True),
+            click.option(
+                "--token-key-stdin", is_flag=True, help="Read the token key from standard input."
+            ),
+            click.option(
+                "--token-key",
+                envvar="GRAPHSVC_TOKEN_KEY",
+                default=None,
+                help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def read_token_key(token_key_stdin: bool, token_key: str | None) -> str:
+    """The token key `token_key_options` took, from standard input when asked to."""
+    if token_key_stdin:
+        token_key = read_stdin_secret("--token-key-stdin")
+    if not token_key:
+        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
+    assert token_key is not None
+    return token_key
+
+
 def emit(as_json: bool, data: Any, text: str) -> None:
     click.echo(msgspec.json.encode(data).decode() if as_json else text)
 

@@ -24,8 +24,9 @@ from graphsvc.cli.common import (
     keys_of,
     load_settings,
     migrate,
-    read_stdin_secret,
+    read_token_key,
     run_in_transaction,
+    token_key_options,
 )
 from graphsvc.crypto import request_date, sign_request
 from graphsvc.settings import Settings
@@ -321,14 +322,7 @@ HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 @click.command()
 @click.argument("method")
 @click.argument("uri")
-@click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
-@click.option("--token-key-stdin", is_flag=True, help="Read the token key from standard input.")
-@click.option(
-    "--token-key",
-    envvar="GRAPHSVC_TOKEN_KEY",
-    default=None,
-    help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
-)
+@token_key_options
 @click.option("--body", type=click.File("rb"), default=None, help="File holding the body.")
 @click.option("--curl", "as_curl", is_flag=True, help="Print curl -H options.")
 def sign(
@@ -345,13 +339,9 @@ def sign(
         fail(f"METHOD {method!r} must be one of {', '.join(HTTP_METHODS)}, as it is sent")
     if not uri.startswith("/"):
         fail(f"URI {uri!r} must start with '/': the path (and ?query) as it is sent")
-    if token_key_stdin:
-        token_key = read_stdin_secret("--token-key-stdin")
-    if not token_key:
-        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
-    assert token_key is not None
     date = request_date()
-    signature = sign_request(token_key, method, uri, date, body.read() if body else b"")
+    key = read_token_key(token_key_stdin, token_key)
+    signature = sign_request(key, method, uri, date, body.read() if body else b"")
     headers = {
         "Authorization": f"svcsignature {token_id}",
         "RequestDate": date,

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import click
 
-from graphsvc.cli.common import fail, read_stdin_secret
+from graphsvc.cli.common import fail, read_token_key, token_key_options
 from graphsvc.crypto import body_signer, encode_signature, request_date, sign_request
 from graphsvc.ingest.sources import ZIP_MAGIC, collector_files
 
@@ -177,14 +177,7 @@ def collect_files(paths: tuple[Path, ...]) -> list[Path]:
 @click.option(
     "--url", required=True, envvar="GRAPHSVC_URL", help="The server, http(s)://host:port."
 )
-@click.option("--token-id", envvar="GRAPHSVC_TOKEN_ID", required=True)
-@click.option("--token-key-stdin", is_flag=True, help="Read the token key from standard input.")
-@click.option(
-    "--token-key",
-    envvar="GRAPHSVC_TOKEN_KEY",
-    default=None,
-    help="The key itself (better: GRAPHSVC_TOKEN_KEY or --token-key-stdin).",
-)
+@token_key_options
 @click.option(
     "--wait", is_flag=True, help="Follow the job until it is ingested; exit 1 if it fails."
 )
@@ -201,13 +194,9 @@ def upload(
     timeout: float,
 ) -> None:
     """Send collector files (JSON, SharpHound zips, folders of them) to a server as one job."""
-    if token_key_stdin:
-        token_key = read_stdin_secret("--token-key-stdin")
-    if not token_key:
-        fail("no token key: set GRAPHSVC_TOKEN_KEY or pass --token-key-stdin")
-    assert token_key is not None
+    key = read_token_key(token_key_stdin, token_key)
     files = collect_files(paths)
-    server = Server(url, token_id, token_key, timeout)
+    server = Server(url, token_id, key, timeout)
     job = server.call("POST", "/api/v2/file-upload/start")["data"]
     job_id = job["id"]
     click.echo(f"file-upload job {job_id} started", err=True)

@@ -110,9 +110,7 @@ async def find_jobs(conn: Connection, job_ids: list[int], client_name: str) -> d
             j.status_message, {", ".join(f"j.{flag}" for flag in COLLECTION_FLAGS)},
             j.domain_controller, j.ous, j.domains,
             d.id, d.created_at, d.updated_at, d.deleted_at, d.job_id, d.domain_name, d.success,
-            d.message, d.user_count, d.group_count, d.computer_count, d.gpo_count, d.ou_count,
-            d.container_count, d.aiaca_count, d.rootca_count, d.enterpriseca_count,
-            d.ntauthstore_count, d.certtemplate_count, d.deleted_count
+            d.message, {", ".join(f"d.{count}" for count in DOMAIN_RESULT_COUNTS)}
         FROM jobs j LEFT JOIN domain_collection_results d
             ON d.job_id = j.id AND d.deleted_at IS NULL
         WHERE {in_list(conn.dialect, "j.id", "$1", "bigint")}
