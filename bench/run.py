@@ -287,7 +287,7 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
         "GRAPHSVC_LOG_LEVEL": "info",
         "GRAPHSVC_LOG_FORMAT": "json",
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
-        "GRAPHSVC_INGEST_WORKER": "false",
+        "GRAPHSVC_INGESTER": "false",
     }
     demo = prepare(environment, work, args.users)
     targets = operations(demo, args.variants)

@@ -81,7 +81,7 @@ def measure(
         "GRAPHSVC_DATA_DIR": str(work),
         "GRAPHSVC_DATABASE_URL": url,
         "GRAPHSVC_LOG_LEVEL": "warning",
-        "GRAPHSVC_INGEST_WORKER": "false",
+        "GRAPHSVC_INGESTER": "false",
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
     }
     graphsvc(["db", "upgrade"], environment)

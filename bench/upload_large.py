@@ -29,14 +29,14 @@ from typing import Any
 
 from run import free_port, peak_rss_mb, signed
 
-from graphsvc import service
+from graphsvc.accounts import tokens, users
 from graphsvc.crypto import KeyBox
 from graphsvc.store.db import Connection, run_in_transaction
 
 FERNET_KEY = "bT0F7bH3oUe6bXq5Yx3Z0mO2iS1uN8rQ4vW9aC6dE2k="
 
 
-def signed_get(port: int, token: service.CreatedToken, uri: str) -> Any:
+def signed_get(port: int, token: tokens.CreatedToken, uri: str) -> Any:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         connection.request("GET", uri, headers=signed(token.id, token.key, uri))
@@ -58,12 +58,12 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "graphsvc", "db", "upgrade"], env=environment, check=True)
     keys = KeyBox(FERNET_KEY.encode())
 
-    async def tokens(conn: Connection) -> tuple[service.CreatedToken, service.CreatedToken]:
-        await service.create_user(conn, "collector", "Upload-Only", None, False)
-        await service.create_user(conn, "reader", "Read-Only", None, False)
+    async def tokens(conn: Connection) -> tuple[tokens.CreatedToken, tokens.CreatedToken]:
+        await users.create_user(conn, "collector", "Upload-Only", None, False)
+        await users.create_user(conn, "reader", "Read-Only", None, False)
         return (
-            await service.create_user_token(conn, keys, "collector"),
-            await service.create_user_token(conn, keys, "reader"),
+            await tokens.create_user_token(conn, keys, "collector"),
+            await tokens.create_user_token(conn, keys, "reader"),
         )
 
     uploader, reader = asyncio.run(run_in_transaction(url, tokens))

@@ -55,7 +55,7 @@ def main() -> None:
             "GRAPHSVC_LOG_LEVEL": "warning",
             "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
             "GRAPHSVC_REDIS_URL": args.redis,
-            "GRAPHSVC_INGEST_WORKER": "false",
+            "GRAPHSVC_INGESTER": "false",
         }
         demo = prepare(environment, work, 2000)
         targets = operations(demo, 200)[args.operation]

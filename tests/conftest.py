@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import argon2
 import asyncpg
 import httpx2 as httpx
 import pytest
@@ -28,7 +29,8 @@ from coredis import Redis
 from jsonschema import Draft202012Validator
 from starlette.testclient import TestClient
 
-from graphsvc import service
+from graphsvc import crypto
+from graphsvc.accounts import tokens, users
 from graphsvc.api.app import create_app
 from graphsvc.api.openapi import build_openapi
 from graphsvc.cli import main as cli_main
@@ -41,10 +43,24 @@ from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 
 T = TypeVar("T")
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server URL naming another database (the URL must name one)."""
+    base, _, rest = url.rpartition("/")
+    _, question, query = rest.partition("?")
+    return f"{base}/{name}{question}{query}"
+
+
 POSTGRES_URL = os.environ.get(
     "GRAPHSVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-REDIS_URL = os.environ.get("GRAPHSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# Each xdist worker (gw0, gw1, ...) empties and uses a Redis database of its own: 15, 14, ...
+XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+BASE_REDIS_URL = os.environ.get("GRAPHSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = with_database(
+    BASE_REDIS_URL, str((int(BASE_REDIS_URL.rpartition("/")[2] or 15) - XDIST_WORKER) % 16)
+)
 # In CI a missing PostgreSQL or Redis fails the tests that need it instead of skipping them.
 REQUIRE_SERVICES = os.environ.get("CI") == "true" or bool(
     os.environ.get("GRAPHSVC_TEST_REQUIRE_SERVICES")
@@ -52,6 +68,12 @@ REQUIRE_SERVICES = os.environ.get("CI") == "true" or bool(
 # Real collector output, with its provenance and licence (see fixtures/README.md).
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TEST_FERNET_KEY = "u9mJ5cDdQzF0bT0hC1a1m2Yc6QeCq3tYwVn4o7kXy8A="
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Secrets hashed in tests take argon2's cheapest parameters: a hash carries its own, so a
+    login verifies one in microseconds in any process, instead of 0.2 s of CPU each."""
+    crypto.password_hasher = argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST)
 
 
 def postgres_reachable() -> str | None:
@@ -76,13 +98,6 @@ def redis_reachable() -> str | None:
     except Exception as exc:  # coredis raises its own connection errors
         return str(exc) or type(exc).__name__
     return None
-
-
-def with_database(url: str, name: str) -> str:
-    """The same server URL naming another database (the URL must name one)."""
-    base, _, rest = url.rpartition("/")
-    _, question, query = rest.partition("?")
-    return f"{base}/{name}{question}{query}"
 
 
 async def admin_sql(*statements: str) -> None:
@@ -257,7 +272,7 @@ class Env:
         self.client = client
         self.keys = KeyBox(settings.resolved_token_encryption_key())
         self.url = settings.resolved_database_url()
-        self.token = service.CreatedToken("", "", None)
+        self.token = tokens.CreatedToken("", "", None)
 
     def create_admin(self) -> None:
         self.token = self.user_with_token("admin", "Administrator", secret="admin-secret")
@@ -280,10 +295,10 @@ class Env:
         role: str,
         disabled: bool = False,
         secret: str | None = None,
-    ) -> service.CreatedToken:
-        async def work(conn: Connection) -> service.CreatedToken:
-            await service.create_user(conn, name, role, secret, disabled)
-            return await service.create_user_token(conn, self.keys, name)
+    ) -> tokens.CreatedToken:
+        async def work(conn: Connection) -> tokens.CreatedToken:
+            await users.create_user(conn, name, role, secret, disabled)
+            return await tokens.create_user_token(conn, self.keys, name)
 
         return self.run_in_transaction(work)
 
@@ -305,7 +320,7 @@ class Env:
         self,
         method: str,
         uri: str,
-        token: service.CreatedToken | None = None,
+        token: tokens.CreatedToken | None = None,
         date: datetime | None = None,
         body: bytes = b"",
     ) -> dict[str, str]:
@@ -320,7 +335,7 @@ class Env:
     def get(
         self,
         uri: str,
-        token: service.CreatedToken | None = None,
+        token: tokens.CreatedToken | None = None,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """A GET signed with the admin token (or `token`) over the exact URI sent."""
@@ -405,7 +420,7 @@ def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settin
         **{
             "rate_limit_per_second": 0,
             "token_cache_seconds": 0,
-            "ingest_worker": False,
+            "ingester": False,
             **overrides,
         },
     )
@@ -440,5 +455,5 @@ def demo_env(make_env: Callable[..., Env]) -> tuple[Env, DemoResult]:
     """The demo dataset, with the demo's Administrator token as the env's token."""
     made = make_env()
     result = made.run_in_transaction(lambda conn: create_demo(conn, made.keys, "demo-secret-0123"))
-    made.token = service.CreatedToken(result.token_id, result.token_key, None)
+    made.token = tokens.CreatedToken(result.token_id, result.token_key, None)
     return made, result

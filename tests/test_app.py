@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 from openapi_spec_validator import validate
 
-from graphsvc.api import handlers
+from graphsvc.api import probes
 from graphsvc.api.openapi import build_openapi
 from graphsvc.store import data_quality, saml
 from tests.conftest import Env, admin_sql
@@ -196,7 +196,7 @@ def test_health_is_503_when_the_database_is_unreachable(
     async def unreachable(conn: object) -> None:
         raise ConnectionRefusedError("connection refused")
 
-    monkeypatch.setattr(handlers, "ping", unreachable)
+    monkeypatch.setattr(probes, "ping", unreachable)
     response = env.request("GET", "/health")
     assert response.status_code == 503
     assert response.json()["errors"][0]["context"] == "database"

@@ -277,9 +277,9 @@ def test_disabled_user_is_403_for_tokens_and_login(env: Env) -> None:
 
 
 def test_collection_client_token_cannot_read(env: Env) -> None:
-    from graphsvc import service
+    from graphsvc.graph import clients
 
-    _, token = env.run_in_transaction(lambda conn: service.create_client(conn, env.keys, "c1"))
+    _, token = env.run_in_transaction(lambda conn: clients.create_client(conn, env.keys, "c1"))
     response = env.get(AGG, token=token)
     assert response.status_code == 403 and "collection client" in message(response)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from graphsvc import service
+from graphsvc.accounts import users
 from graphsvc.store.db import run_in_transaction
 from tests.conftest import Env, served, server_environment
 
@@ -71,7 +71,7 @@ def test_a_login_flood_leaves_health_near_normal_and_is_answered_429(
     database_url: str, tmp_path: Path
 ) -> None:
     async def admin(conn):  # type: ignore[no-untyped-def]
-        await service.create_user(conn, "admin", "Administrator", "right-secret", False)
+        await users.create_user(conn, "admin", "Administrator", "right-secret", False)
 
     asyncio.run(run_in_transaction(database_url, admin))
     environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")

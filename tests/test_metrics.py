@@ -7,7 +7,7 @@ import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from graphsvc import service
+from graphsvc.accounts import tokens
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -30,7 +30,7 @@ def test_metrics_count_a_known_mix_of_requests(make_env) -> None:  # type: ignor
     env = make_env(metrics="open", rate_limit_per_second=1, rate_limit_burst=2)
     env.create_admin()
     statuses = [env.get(AGG).status_code for _ in range(2)]
-    unknown = service.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
+    unknown = tokens.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
     statuses.append(env.get(AGG, token=unknown).status_code)
     statuses += [env.get(AGG).status_code for _ in range(3)]
     assert statuses[:3] == [200, 200, 401] and 429 in statuses

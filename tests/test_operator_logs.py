@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graphsvc import service
+from graphsvc.accounts import tokens
 from graphsvc.api.web import new_request_id
 from graphsvc.demo.dataset import DemoResult
 from graphsvc.logs import JsonLines, StderrHandler, configure_logging, log_request_line
@@ -84,7 +84,7 @@ def test_audit_events_name_what_happened(env: Env, lines: io.StringIO) -> None:
     assert bad_login.status_code == 401
     jwt = env.login()
     env.request("POST", "/api/v2/logout", {"Authorization": f"Bearer {jwt}"})
-    unknown = service.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
+    unknown = tokens.CreatedToken(str(uuid.uuid4()), "k" * 40, None)
     env.get(AGG, token=unknown)
     stale = env.signed_headers("GET", AGG, date=datetime.now(UTC) - timedelta(hours=5))
     env.request("GET", AGG, stale)
@@ -147,7 +147,7 @@ def test_no_secret_reaches_any_log_line(
 
 
 def test_readiness_reports_the_database_and_redis(make_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from graphsvc.api import handlers
+    from graphsvc.api import probes
     from tests.conftest import free_port
 
     env = make_env()
@@ -159,7 +159,7 @@ def test_readiness_reports_the_database_and_redis(make_env, monkeypatch) -> None
     async def unreachable(conn: object) -> None:
         raise ConnectionRefusedError("connection refused")
 
-    monkeypatch.setattr(handlers, "ping", unreachable)
+    monkeypatch.setattr(probes, "ping", unreachable)
     assert env.request("GET", "/ready").status_code == 503
 
 

@@ -147,31 +147,31 @@ def memory_windows(per_second: int, burst: int) -> MemoryWindows:
 
 def test_memory_windows_admit_rate_plus_burst_in_one_second() -> None:
     windows = memory_windows(5, 2)
-    verdicts = [windows.hit("a", 100.0 + i * 0.01) for i in range(10)]
+    verdicts = [windows.record_hit("a", 100.0 + i * 0.01) for i in range(10)]
     assert [v.admitted for v in verdicts] == [True] * 7 + [False] * 3
     refused = verdicts[7]
     assert (refused.limit, refused.window_seconds, refused.remaining) == (7, 1, 0)
     assert refused.reset_seconds == 1
-    assert windows.hit("b", 100.1).admitted, "each client counts alone"
+    assert windows.record_hit("b", 100.1).admitted, "each client counts alone"
     # The first request leaves the one-second window at 101.0; one more is then admitted.
-    assert windows.hit("a", 101.005).admitted
-    assert not windows.hit("a", 101.006).admitted
+    assert windows.record_hit("a", 101.005).admitted
+    assert not windows.record_hit("a", 101.006).admitted
 
 
 def test_memory_windows_hold_the_ten_second_average() -> None:
     windows = memory_windows(5, 2)
-    admitted = sum(windows.hit("a", 200.0 + i * 0.05).admitted for i in range(200))
+    admitted = sum(windows.record_hit("a", 200.0 + i * 0.05).admitted for i in range(200))
     assert admitted == 50, "ten seconds of rate 5 is 50 requests, however they are spread"
-    refused = windows.hit("a", 209.99)
+    refused = windows.record_hit("a", 209.99)
     assert (refused.admitted, refused.limit, refused.window_seconds) == (False, 50, 10)
-    assert windows.hit("a", 210.01).admitted, "the first request has left the window"
+    assert windows.record_hit("a", 210.01).admitted, "the first request has left the window"
 
 
 def test_memory_windows_forget_idle_clients() -> None:
     windows = memory_windows(5, 2)
-    windows.hit("idle", 300.0)
-    windows.hit("busy", 309.0)
-    windows.hit("busy", 311.0)
+    windows.record_hit("idle", 300.0)
+    windows.record_hit("busy", 309.0)
+    windows.record_hit("busy", 311.0)
     assert set(windows.hits) == {"busy"}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from graphsvc import service
+from graphsvc.accounts import tokens, users
 from graphsvc.crypto import KeyBox, sign_request
 from graphsvc.store.db import run_in_transaction
 from tests.conftest import TEST_FERNET_KEY, served
@@ -48,8 +48,8 @@ def test_replicas_share_one_limit_and_one_session_store(
     keys = KeyBox(TEST_FERNET_KEY.encode())
 
     async def admin(conn):  # type: ignore[no-untyped-def]
-        await service.create_user(conn, "admin", "Administrator", "pw-0123456789", False)
-        return await service.create_user_token(conn, keys, "admin")
+        await users.create_user(conn, "admin", "Administrator", "pw-0123456789", False)
+        return await tokens.create_user_token(conn, keys, "admin")
 
     token = asyncio.run(run_in_transaction(database_url, admin))
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from graphsvc import service
+from graphsvc.accounts import saml
 from tests.conftest import Env
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -15,7 +15,7 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 def create_provider(env: Env, name: str = "okta") -> int:
     provider_id: int = env.run_in_transaction(
-        lambda conn: service.create_saml_provider(
+        lambda conn: saml.create_saml_provider(
             conn,
             name,
             "Okta",

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from graphsvc.ingest.records import NodeRecord
-from graphsvc.store import graph
+from graphsvc.store import graph, nodes
 from graphsvc.store.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
 
 MARKER = "graphsvc-slow-probe"
@@ -41,7 +41,7 @@ def install_slow_query(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             await conn.fetch(ENDLESS.format(probe="1"))
         raise AssertionError("the endless query ended")
 
-    monkeypatch.setattr(graph, "list_dcom_holders", slow)
+    monkeypatch.setattr(nodes, "list_dcom_holders", slow)
     return ticks
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from graphsvc import service
+from graphsvc.accounts import tokens, users
+from graphsvc.store import accounts
 from graphsvc.store.db import run_in_transaction
 from tests.conftest import TEST_FERNET_KEY, Env, served, server_environment
 
@@ -55,7 +56,7 @@ def test_create_list_use_and_revoke_an_own_token(env: Env) -> None:
     created = made.json()["data"]
     assert created["name"] == {"string": "ci", "valid": True} and len(created["key"]) > 20
     assert created["expires_at"]["valid"] is False
-    fresh = service.CreatedToken(created["id"], created["key"], None)
+    fresh = tokens.CreatedToken(created["id"], created["key"], None)
     assert env.get(AGG, token=fresh).status_code == 200
     listed = send(env, "GET", "/api/v2/tokens", token=reader).json()["data"]["tokens"]
     assert {t["id"] for t in listed} == {reader.id, fresh.id}
@@ -101,8 +102,8 @@ def test_an_expired_token_is_refused_saying_so(env: Env) -> None:
     past = datetime.now(UTC) - timedelta(minutes=1)
 
     async def expired(conn):  # type: ignore[no-untyped-def]
-        user_id = await service.accounts.find_user_id(conn, "admin")
-        return await service.create_token(conn, env.keys, user_id=user_id, expires_at=past)
+        user_id = await accounts.find_user_id(conn, "admin")
+        return await tokens.create_token(conn, env.keys, user_id=user_id, expires_at=past)
 
     old = env.run_in_transaction(expired)
     refused = env.get(AGG, token=old)
@@ -149,8 +150,8 @@ def test_a_token_revoked_on_one_replica_is_refused_by_another(
     async def admin(conn):  # type: ignore[no-untyped-def]
         from graphsvc.crypto import KeyBox
 
-        await service.create_user(conn, "admin", "Administrator", "admin-secret-1", False)
-        return await service.create_user_token(conn, KeyBox(TEST_FERNET_KEY.encode()), "admin")
+        await users.create_user(conn, "admin", "Administrator", "admin-secret-1", False)
+        return await tokens.create_user_token(conn, KeyBox(TEST_FERNET_KEY.encode()), "admin")
 
     token = asyncio.run(run_in_transaction(database_url, admin))
     with contextlib.ExitStack() as stack:

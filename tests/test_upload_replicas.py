@@ -20,7 +20,7 @@ import httpx2 as httpx
 import pytest
 
 from bench.shapes import LargeDomain
-from graphsvc import service
+from graphsvc.accounts import tokens, users
 from graphsvc.crypto import KeyBox, body_signer, encode_signature, sign_request
 from graphsvc.store.db import Connection, run_in_transaction
 from tests.conftest import FIXTURES, TEST_FERNET_KEY, served, server_environment
@@ -33,7 +33,7 @@ FAST_WORKER = {"ingest_poll_seconds": "0.1", "ingest_lease_seconds": "2"}
 class Client:
     """Signed requests of one token to one or more served processes."""
 
-    def __init__(self, token: service.CreatedToken) -> None:
+    def __init__(self, token: tokens.CreatedToken) -> None:
         self.token = token
 
     def headers(self, method: str, uri: str, body: bytes = b"") -> dict[str, str]:
@@ -80,12 +80,12 @@ def pieces(path: Path, size: int = 64 * 1024) -> Iterator[bytes]:
             yield chunk
 
 
-def create_uploader(database_url: str) -> service.CreatedToken:
+def create_uploader(database_url: str) -> tokens.CreatedToken:
     keys = KeyBox(TEST_FERNET_KEY.encode())
 
-    async def work(conn: Connection) -> service.CreatedToken:
-        await service.create_user(conn, "collector", "Upload-Only", None, False)
-        return await service.create_user_token(conn, keys, "collector")
+    async def work(conn: Connection) -> tokens.CreatedToken:
+        await users.create_user(conn, "collector", "Upload-Only", None, False)
+        return await tokens.create_user_token(conn, keys, "collector")
 
     return asyncio.run(run_in_transaction(database_url, work))
 
@@ -212,7 +212,7 @@ def test_a_large_body_streams_through_the_signature_check(
         out.write(b'{"meta": {"type": "users", "count": 0, "version": 6}, "data": [], "pad": "')
         out.write(b"x" * (64 * 1024 * 1024))
         out.write(b'"}')
-    environment = server_environment(database_url, tmp_path, ingest_worker="false")
+    environment = server_environment(database_url, tmp_path, ingester="false")
     with served(environment) as (base, process):
         job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
         before = vm_hwm_kb(process.pid)

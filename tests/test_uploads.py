@@ -13,11 +13,11 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from graphsvc import service
-from graphsvc.api.operations import OPERATIONS
+from graphsvc.accounts import tokens
+from graphsvc.accounts.permissions import WRITE_GRAPH
+from graphsvc.api.routes import OPERATIONS
 from graphsvc.store.db import Connection
-from graphsvc.uploads import UPLOAD
-from graphsvc.worker import IngestWorker
+from graphsvc.uploads.ingester import JobIngester
 from tests.conftest import FIXTURES, Env, ingest
 
 CE = FIXTURES / "bloodhound-ce" / "fixtures"
@@ -35,7 +35,7 @@ AGG = (
 def post(
     env: Env,
     uri: str,
-    token: service.CreatedToken,
+    token: tokens.CreatedToken,
     body: bytes = b"",
     headers: dict[str, str] | None = None,
     signed_body: bytes | None = None,
@@ -48,7 +48,7 @@ def post(
 
 
 def send_file(
-    env: Env, token: service.CreatedToken, job_id: int, name: str, data: bytes, kind: str
+    env: Env, token: tokens.CreatedToken, job_id: int, name: str, data: bytes, kind: str
 ) -> httpx.Response:
     return post(
         env,
@@ -59,7 +59,7 @@ def send_file(
     )
 
 
-def upload(env: Env, token: service.CreatedToken, files: list[tuple[str, bytes, str]]) -> int:
+def upload(env: Env, token: tokens.CreatedToken, files: list[tuple[str, bytes, str]]) -> int:
     started = post(env, START, token)
     assert started.status_code == 201, started.text
     job_id: int = started.json()["data"]["id"]
@@ -72,7 +72,7 @@ def upload(env: Env, token: service.CreatedToken, files: list[tuple[str, bytes, 
     return job_id
 
 
-def job_of(env: Env, token: service.CreatedToken, job_id: int) -> dict[str, Any]:
+def job_of(env: Env, token: tokens.CreatedToken, job_id: int) -> dict[str, Any]:
     response = env.get(f"{JOBS}?id={job_id}", token)
     assert response.status_code == 200, response.text
     jobs: list[dict[str, Any]] = response.json()["data"]
@@ -80,7 +80,7 @@ def job_of(env: Env, token: service.CreatedToken, job_id: int) -> dict[str, Any]
     return jobs[0]
 
 
-def wait_for_job(env: Env, token: service.CreatedToken, job_id: int) -> dict[str, Any]:
+def wait_for_job(env: Env, token: tokens.CreatedToken, job_id: int) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         job = job_of(env, token, job_id)
@@ -116,15 +116,15 @@ def count_rows(env: Env, table: str) -> int:
 
 
 @pytest.fixture
-def uploading(make_env: Callable[..., Env]) -> tuple[Env, service.CreatedToken]:
+def uploading(make_env: Callable[..., Env]) -> tuple[Env, tokens.CreatedToken]:
     """A store with an admin, a worker that looks for jobs often, and an Upload-Only token."""
-    made = make_env(ingest_worker=True, ingest_poll_seconds=0.05)
+    made = make_env(ingester=True, ingest_poll_seconds=0.05)
     made.create_admin()
     return made, made.user_with_token("collector", "Upload-Only")
 
 
 def test_upload_only_token_uploads_json_files_and_the_graph_equals_the_cli_ingest(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     files = json_files(V6)
@@ -147,7 +147,7 @@ def test_upload_only_token_uploads_json_files_and_the_graph_equals_the_cli_inges
 
 
 def test_a_sharphound_zip_upload_equals_its_cli_ingest(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     job_id = upload(env, collector, [("sample.zip", SAMPLE_ZIP.read_bytes(), "application/zip")])
@@ -159,7 +159,7 @@ def test_a_sharphound_zip_upload_equals_its_cli_ingest(
 
 
 def test_a_broken_file_fails_the_job_naming_it_and_leaves_the_graph_as_it_was(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     ingest(env, V6 / "domains.json")
@@ -180,7 +180,7 @@ def test_a_broken_file_fails_the_job_naming_it_and_leaves_the_graph_as_it_was(
 
 
 def test_a_body_that_is_not_its_type_fails_the_job_naming_the_file(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     job_id = upload(env, collector, [("collection.zip", b"{}", "application/zip")])
@@ -192,7 +192,7 @@ def test_a_body_that_is_not_its_type_fails_the_job_naming_the_file(
 
 
 def test_a_wrong_body_signature_is_401_and_stores_nothing(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     job_id = post(env, START, collector).json()["data"]["id"]
@@ -242,12 +242,12 @@ def test_content_types_and_the_size_cap(make_env: Callable[..., Env]) -> None:
 
 
 def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     refused = []
     for op in OPERATIONS:
-        if op.authentication != "any" or op.permission in (None, UPLOAD):
+        if op.authentication != "any" or op.permission in (None, WRITE_GRAPH):
             continue
         path = (
             op.path.replace("{tenant_id}", "00000000-0000-0000-0000-000000000001")
@@ -287,14 +287,14 @@ def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
     ("role", "status"), [("User", 403), ("Read-Only", 403), ("Power User", 201)]
 )
 def test_roles_as_in_the_reference(
-    uploading: tuple[Env, service.CreatedToken], role: str, status: int
+    uploading: tuple[Env, tokens.CreatedToken], role: str, status: int
 ) -> None:
     env, _ = uploading
     token = env.user_with_token(role.lower().replace(" ", "-"), role)
     assert post(env, START, token).status_code == status
 
 
-def test_job_rules_and_listing(uploading: tuple[Env, service.CreatedToken]) -> None:
+def test_job_rules_and_listing(uploading: tuple[Env, tokens.CreatedToken]) -> None:
     env, collector = uploading
     job_id = post(env, START, collector).json()["data"]["id"]
     empty = post(env, f"{JOBS}/{job_id}/end", collector)
@@ -316,7 +316,7 @@ def test_job_rules_and_listing(uploading: tuple[Env, service.CreatedToken]) -> N
 
 
 def test_a_job_that_takes_no_file_in_time_times_out(make_env: Callable[..., Env]) -> None:
-    env = make_env(ingest_worker=True, ingest_poll_seconds=0.05, upload_job_timeout_seconds=1)
+    env = make_env(ingester=True, ingest_poll_seconds=0.05, upload_job_timeout_seconds=1)
     env.create_admin()
     job_id = post(env, START, env.token).json()["data"]["id"]
     send_file(env, env.token, job_id, "a.json", b"{}", "application/json")
@@ -326,7 +326,7 @@ def test_a_job_that_takes_no_file_in_time_times_out(make_env: Callable[..., Env]
 
 
 def test_upload_responses_follow_the_reference_envelopes(
-    uploading: tuple[Env, service.CreatedToken],
+    uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
     env, collector = uploading
     started = post(env, START, collector).json()["data"]
@@ -347,7 +347,7 @@ def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
     job_id = upload(env, env.token, json_files(V6))
     writer = sqlite3.connect(env.url.removeprefix("sqlite:///"), isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # as a `graphsvc ingest` in another process holds it
-    worker = IngestWorker(env.settings.model_copy(update={"ingest_worker": True}))
+    worker = JobIngester(env.settings.model_copy(update={"ingester": True}))
     worker.start()
     try:
         refused = post(env, "/api/v2/tokens", env.token, b'{"token_name": "during"}')

@@ -81,11 +81,18 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(4 * 1024**3, ge=1)
     """Largest file one file-upload request may carry (4 GiB); a larger one is a 413."""
 
-    ingest_worker: bool = True
+    ingester: bool = Field(
+        True,
+        validation_alias=AliasChoices(
+            "ingester",
+            "GRAPHSVC_INGESTER",
+            "GRAPHSVC_INGEST_WORKER",  # its name before 0.3
+        ),
+    )
     """Ingest ended file-upload jobs in this process, in the background, one per store at once."""
 
     ingest_poll_seconds: float = Field(2.0, gt=0, le=3600)
-    """How often an idle ingest worker looks for a queued file-upload job."""
+    """How often an idle ingester looks for a queued file-upload job."""
 
     ingest_lease_seconds: float = Field(60.0, ge=1, le=86400)
     """An ingesting replica renews its job's lease every third of this; dead, it loses the job."""

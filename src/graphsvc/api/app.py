@@ -11,17 +11,16 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from functools import partial
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
-from graphsvc import uploads
-from graphsvc.access import Caller
+from graphsvc.accounts.permissions import Caller
 from graphsvc.api.auth import Authenticator, Identity
-from graphsvc.api.handlers import PASSWORD_CHECKS_AT_ONCE, Context
+from graphsvc.api.context import Context
+from graphsvc.api.login import PASSWORD_CHECKS_AT_ONCE
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.openapi import build_openapi
-from graphsvc.api.operations import OPERATIONS, Operation
 from graphsvc.api.ratelimit import (
     RateLimiter,
     client_address,
@@ -29,6 +28,8 @@ from graphsvc.api.ratelimit import (
     request_windows,
     too_many_requests,
 )
+from graphsvc.api.routes import OPERATIONS, Operation
+from graphsvc.api.upload_body import receive_upload
 from graphsvc.api.web import (
     Endpoint,
     Receive,
@@ -61,7 +62,7 @@ from graphsvc.store.db import (
     is_store_busy,
     redact_url,
 )
-from graphsvc.worker import IngestWorker
+from graphsvc.uploads.ingester import JobIngester, start_ingester
 
 log = logging.getLogger("graphsvc")
 PREFER = re.compile(r"wait=(-1|[0-9]{1,18})")  # bounded: int() of thousands of digits fails
@@ -90,7 +91,7 @@ class App:
             else None
         )
         self.metrics = Metrics(self.db, self.limiter)
-        self.worker: IngestWorker | None = None  # started with the app, when configured
+        self.ingester: JobIngester | None = None  # started with the app, when configured
         self.touching: asyncio.Task[None] | None = None  # a token's last-access write
         self.context = Context(
             settings,
@@ -130,7 +131,7 @@ class App:
         except ApiError as exc:
             error = exc
         except Exception as exc:
-            error = self.describe_failure(exc, request_id)
+            error = self.classify_failure(exc, request_id)
         if error is not None:
             response = error_response(
                 request_id, error.status, error.message, error.context, error.headers
@@ -138,7 +139,7 @@ class App:
         await send_response(send, response, request_id, head=scope["method"] == "HEAD")
         self.log_request(scope, request_id, response.status, started, error)
 
-    def describe_failure(self, exc: Exception, request_id: str) -> ApiError:
+    def classify_failure(self, exc: Exception, request_id: str) -> ApiError:
         """An unexpected failure as the error it is answered with; logged, unless the
         store was only busy."""
         if is_store_busy(exc):
@@ -149,10 +150,11 @@ class App:
                 "the store is busy with another write (an ingest); try again shortly",
                 "database",
                 {"Retry-After": str(BUSY_RETRY_SECONDS)},
+                code="store_busy",
             )
         log.exception("unhandled error in request %s", request_id)
         if isinstance(exc, DATABASE_ERRORS):
-            return ApiError(500, "database error", "database")
+            return ApiError(500, "database error", "database", code="database_error")
         return ApiError(500, "internal server error", "server")
 
     def log_request(
@@ -161,7 +163,7 @@ class App:
         """One line per request; a refused one is an audit event too."""
         operation = scope.get(OPERATION, "unknown")
         seconds = time.perf_counter() - started
-        self.metrics.observe(operation, status, seconds, None if error is None else error.message)
+        self.metrics.observe(operation, status, seconds, None if error is None else error.code)
         level = logging.WARNING if status >= 500 else logging.INFO
         # A refused login is audited by the login itself, with the user name tried.
         login = scope["path"] == LOGIN_PATH and status != 429
@@ -181,6 +183,7 @@ class App:
         }
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
+            fields["error_code"] = error.code
         log_request_line(level, fields)
         if audited:
             assert error is not None
@@ -191,7 +194,9 @@ class App:
         path = scope["path"]
         # Counted before anything else runs, so refused requests cost as little as possible.
         if self.limiter is not None and path not in UNLIMITED:
-            verdict = await self.limiter.check(client_address(scope, self.settings.trusted_proxies))
+            verdict = await self.limiter.record_hit(
+                client_address(scope, self.settings.trusted_proxies)
+            )
             if not verdict.admitted:
                 raise too_many_requests(verdict)
         found = match_route(self.routes, path)
@@ -225,17 +230,16 @@ class App:
                     async with self.db.reading() as conn:
                         await self.auth.load(conn)
                     await self.warn_if_redis_is_silent()
-                    if self.settings.ingest_worker:
-                        self.worker = IngestWorker(self.settings)
-                        self.worker.start()
+                    if self.settings.ingester:
+                        self.ingester = start_ingester(self.settings)
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                if self.worker is not None:
-                    await asyncio.to_thread(self.worker.stop)
+                if self.ingester is not None:
+                    await asyncio.to_thread(self.ingester.stop)
                 if self.touching is not None:
                     await self.touching
                 await self.db.close()
@@ -273,7 +277,8 @@ class App:
                 )
             if op.upload:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
-                    identity = await self.receive_upload(request, spool)
+                    parse_prefer(request.headers.get("prefer"), self.settings)  # a bad one: 400
+                    identity = await receive_upload(request, spool, self.auth, self.db)
                     async with connect() as conn:
                         body, wait = await self.run_operation(op, conn, request, identity, decoder)
             else:
@@ -316,25 +321,9 @@ class App:
                 body: msgspec.Struct = await op.handler(conn, **arguments)
                 return body, wait
         except TimeoutError:
-            raise ApiError(500, f"request timed out after {limit} seconds", "timeout") from None
-
-    async def receive_upload(self, request: Request, spool: IO[bytes]) -> Identity:
-        """Check what the headers can tell (content type, credentials), then receive the
-        body into `spool`, checking a signed request's signature as it arrives; it answers
-        for nothing until the whole body has arrived and the signature holds."""
-        content_type = uploads.accepted_content_type(request.headers.get("content-type"))
-        parse_prefer(request.headers.get("prefer"), self.settings)  # a bad one: 400 at once
-        async with self.db.reading() as conn:
-            found = await self.auth.authenticate_headers(conn, request)
-        if isinstance(found, Identity):
-            size = await request.spool_body(spool, None)
-            identity = found
-        else:
-            size = await request.spool_body(spool, found)
-            identity = found.verify()
-        name = uploads.file_name(request.headers.get("content-disposition"), content_type)
-        request.upload = uploads.UploadedBody(spool, size, content_type, name)
-        return identity
+            raise ApiError(
+                500, f"request timed out after {limit} seconds", "timeout", code="timeout"
+            ) from None
 
     def touch_token(self, identity: Identity) -> None:
         """Note the token's last access, after the answer and one write at a time: on SQLite

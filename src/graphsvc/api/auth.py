@@ -84,11 +84,13 @@ class BodySignature:
         for digest in digests:  # every form is compared, so all cost the same
             valid |= signatures_match(encode_signature(digest), self.sent)
         if self.identity is None or self.credentials is None or not valid:
-            raise unauthorized("invalid signature or unknown token id")
+            raise unauthorized(
+                "invalid signature or unknown token id", "signature_or_unknown_token"
+            )
         expires_at = self.credentials.expires_at
         if expires_at is not None and expires_at <= datetime.now(UTC):
             stamp = expires_at.isoformat().replace("+00:00", "Z")
-            raise unauthorized(f"API token expired at {stamp}; create a new one")
+            raise unauthorized(f"API token expired at {stamp}; create a new one", "expired_token")
         return self.identity
 
 
@@ -127,7 +129,7 @@ class Authenticator:
         last step, over the body, the caller still checks (as the body arrives, for uploads)."""
         header = request.headers.get("authorization")
         if not header:
-            raise unauthorized("missing Authorization header")
+            raise unauthorized("missing Authorization header", "missing_credentials")
         scheme, _, credential = header.strip().partition(" ")
         scheme, credential = scheme.lower(), credential.strip()
         if scheme == "bearer":
@@ -136,37 +138,40 @@ class Authenticator:
             return await self.authenticate_signature(conn, request, credential)
         raise unauthorized(
             f"unknown authorization scheme {scheme!r}: use 'Bearer <JWT>' or "
-            "'svcsignature <TOKEN_ID>'"
+            "'svcsignature <TOKEN_ID>'",
+            "unknown_scheme",
         )
 
     async def authenticate_jwt(self, conn: Connection, token: str) -> Identity:
         if not token:
-            raise unauthorized("missing JWT after 'Bearer'")
+            raise unauthorized("missing JWT after 'Bearer'", "missing_credentials")
         try:
             claims = decode_jwt(self.jwt_key, token)
         except jwt.ExpiredSignatureError:
-            raise unauthorized("expired JWT: log in again") from None
+            raise unauthorized("expired JWT: log in again", "expired_session") from None
         except jwt.InvalidTokenError:
-            raise unauthorized("invalid JWT") from None
+            raise unauthorized("invalid JWT", "invalid_session") from None
         principal = await accounts.find_session_principal(
             conn, claims["sid"], claims["sub"], datetime.now(UTC)
         )
         if principal is None:
-            raise unauthorized("session has ended (logged out, expired or user removed)")
+            raise unauthorized(
+                "session has ended (logged out, expired or user removed)", "ended_session"
+            )
         return Identity(principal, session_id=claims["sid"])
 
     async def authenticate_signature(
         self, conn: Connection, request: Request, token_id: str
     ) -> BodySignature:
         if not token_id:
-            raise unauthorized("missing token id after the signature scheme")
+            raise unauthorized("missing token id after the signature scheme", "missing_credentials")
         raw_date = request.headers.get("requestdate")
         if raw_date is None:
-            raise unauthorized("missing RequestDate header")
+            raise unauthorized("missing RequestDate header", "missing_credentials")
         self.check_freshness(raw_date.strip())
         sent = request.headers.get("signature")
         if not sent:
-            raise unauthorized("missing Signature header")
+            raise unauthorized("missing Signature header", "missing_credentials")
 
         credentials = None
         if UUID_TEXT.fullmatch(token_id):
@@ -211,26 +216,34 @@ class Authenticator:
         +14:00 move it by up to 26 hours more."""
         request_date, offset = parse_request_date(raw_date)
         if request_date is None or offset is None:
-            raise unauthorized("malformed RequestDate header: expected an RFC 3339 date-time")
+            raise unauthorized(
+                "malformed RequestDate header: expected an RFC 3339 date-time", "malformed_date"
+            )
         if not self.settings.accept_local_time_signatures and offset:
-            raise unauthorized("RequestDate must be in UTC (ending in Z or +00:00)")
+            raise unauthorized("RequestDate must be in UTC (ending in Z or +00:00)", "date_offset")
         if not EARLIEST_OFFSET <= offset <= LATEST_OFFSET:
-            raise unauthorized("RequestDate has an offset no time zone uses (-12:00 to +14:00)")
+            raise unauthorized(
+                "RequestDate has an offset no time zone uses (-12:00 to +14:00)", "date_offset"
+            )
         now = datetime.now(UTC)
         if now - request_date > self.max_age:
-            raise unauthorized("stale RequestDate: the signed request is too old (replay)")
+            raise unauthorized(
+                "stale RequestDate: the signed request is too old (replay)", "stale_date"
+            )
         if request_date - now > self.max_future:
-            raise unauthorized("RequestDate is too far in the future")
+            raise unauthorized("RequestDate is too far in the future", "future_date")
 
     def authorize(self, identity: Identity, permission: str | None) -> accounts.Principal:
         """The user the request acts for, if it may act (and holds `permission`, if any)."""
         principal = identity.principal
         if principal is None:
-            raise forbidden("this token belongs to a collection client, not to a user")
+            raise forbidden(
+                "this token belongs to a collection client, not to a user", "client_token"
+            )
         if principal.disabled:
-            raise forbidden("user is disabled")
+            raise forbidden("user is disabled", "disabled_user")
         if permission is not None and permission not in self.permissions_of(principal):
-            raise forbidden(f"permission {permission} is required")
+            raise forbidden(f"permission {permission} is required", "permission_missing")
         return principal
 
     def permissions_of(self, principal: accounts.Principal) -> frozenset[str]:

@@ -21,26 +21,6 @@ if TYPE_CHECKING:
     from graphsvc.api.ratelimit import RateLimiter
     from graphsvc.store.db import Database
 
-# Why a credential was refused, from the start of the message that says so.
-AUTH_REASONS = (
-    ("invalid signature or unknown token id", "signature_or_unknown_token"),
-    ("stale RequestDate", "stale_date"),
-    ("RequestDate is too far", "future_date"),
-    ("RequestDate must be in UTC", "date_offset"),
-    ("API token expired", "expired_token"),
-    ("missing", "missing_credentials"),
-    ("malformed RequestDate", "malformed_date"),
-    ("expired JWT", "expired_session"),
-    ("invalid JWT", "invalid_session"),
-    ("session has ended", "ended_session"),
-    ("user is disabled", "disabled_user"),
-    ("invalid username or secret", "login"),
-)
-
-
-def auth_reason(message: str) -> str:
-    return next((code for start, code in AUTH_REASONS if message.startswith(start)), "other")
-
 
 class Metrics:
     def __init__(self, db: Database, limiter: RateLimiter | None) -> None:
@@ -69,7 +49,7 @@ class Metrics:
         )
         self.auth_failures = Counter(
             "graphsvc_auth_failures",
-            "Requests refused for their credentials (401) or permissions (403), by reason",
+            "Requests refused for their credentials (401) or permissions (403), by error code",
             ["reason"],
             registry=self.registry,
         )
@@ -117,7 +97,8 @@ class Metrics:
         self.last_ingest_objects.labels("edges").set(summary.last_edges)
         self.last_ingest_duration.set(summary.last_seconds)
 
-    def observe(self, operation: str, status: int, seconds: float, error: str | None) -> None:
+    def observe(self, operation: str, status: int, seconds: float, error_code: str | None) -> None:
+        """Count an answer; a refused credential or permission by its error's code."""
         counted = self.answered.get((operation, status))
         if counted is None:
             counted = self.answered[(operation, status)] = (
@@ -128,8 +109,8 @@ class Metrics:
         counted[1].observe(seconds)
         if status == 429:
             self.rate_limited.inc()
-        elif status in (401, 403) and error is not None:
-            self.auth_failures.labels(auth_reason(error)).inc()
+        elif status in (401, 403) and error_code is not None:
+            self.auth_failures.labels(error_code).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 
 from graphsvc import wire
-from graphsvc.api.operations import OPERATIONS, Operation
-from graphsvc.uploads import ACCEPTED_TYPES
+from graphsvc.api.routes import OPERATIONS, Operation
+from graphsvc.uploads.jobs import ACCEPTED_TYPES
 
 REF = "#/components/schemas/{name}"
 ERROR_STATUSES = {
@@ -49,7 +49,7 @@ def json_content(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def describe_operation(op: Operation) -> dict[str, Any]:
+def document_operation(op: Operation) -> dict[str, Any]:
     if op.media_type != "application/json":
         content = {op.media_type: {"schema": {"type": "string"}}}
     else:
@@ -108,7 +108,7 @@ def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any
     _, schemas = msgspec.json.schema_components(dict.fromkeys(structs), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
-        paths.setdefault(op.path, {})[op.method.lower()] = describe_operation(op)
+        paths.setdefault(op.path, {})[op.method.lower()] = document_operation(op)
     return {
         "openapi": "3.1.0",
         "info": {

@@ -14,9 +14,8 @@ from typing import Any, Protocol
 from graphsvc.api.web import Query, Request
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request
-from graphsvc.service import Page, Window
 from graphsvc.settings import Settings
-from graphsvc.store.paging import SortKey
+from graphsvc.store.paging import Page, SortKey, Window
 
 INT32_MAX = 2**31 - 1
 # Bounded, so that int() never meets the thousands of digits it refuses (or spends time on).
@@ -406,7 +405,7 @@ class QueryUUID:
 
 @dataclass(frozen=True)
 class TheUpload:
-    """Not a parameter: the file the request's body carried (uploads.UploadedBody)."""
+    """Not a parameter: the file the request's body carried (uploads.jobs.UploadedBody)."""
 
     argument: str = "upload"
 

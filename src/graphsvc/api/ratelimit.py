@@ -63,7 +63,7 @@ class MemoryWindows:
                 return Verdict(False, limit, seconds, 0, max(1, math.ceil(reset)))
         return ADMITTED
 
-    def hit(self, client: str, now: float) -> Verdict:
+    def record_hit(self, client: str, now: float) -> Verdict:
         queues = self.hits.get(client)
         if queues is None:
             queues = self.hits[client] = tuple(deque() for _ in self.windows)
@@ -135,7 +135,7 @@ class RateLimiter:
         failed = self.redis_failed_at
         return failed is None or time.monotonic() - failed >= REDIS_RETRY_SECONDS
 
-    async def check(self, client: str) -> Verdict:
+    async def record_hit(self, client: str) -> Verdict:
         """Count one more for `client` and judge it."""
         return await self.judge(client, count=True)
 
@@ -144,11 +144,11 @@ class RateLimiter:
         return await self.judge(client, count=False)
 
     async def judge(self, client: str, count: bool) -> Verdict:
-        in_memory = self.memory.hit if count else self.memory.peek
+        in_memory = self.memory.record_hit if count else self.memory.peek
         if self.redis is None or not self.redis_usable():
             return in_memory(client, time.monotonic())
         try:
-            verdict = await self.count(self.redis, client, count)
+            verdict = await self.judge_in_redis(self.redis, client, count)
         except StorageError as exc:
             if self.redis_failed_at is None:
                 log.warning(
@@ -162,7 +162,9 @@ class RateLimiter:
             self.redis_failed_at = None
         return verdict
 
-    async def count(self, limiter: MovingWindowRateLimiter, client: str, count: bool) -> Verdict:
+    async def judge_in_redis(
+        self, limiter: MovingWindowRateLimiter, client: str, count: bool
+    ) -> Verdict:
         for window in self.windows:
             admitted = await (limiter.hit if count else limiter.test)(window, client)
             if not admitted:
@@ -184,6 +186,7 @@ def too_many_requests(verdict: Verdict, what: str = "requests") -> ApiError:
             "RateLimit-Remaining": str(verdict.remaining),
             "RateLimit-Reset": str(verdict.reset_seconds),
         },
+        code="rate_limited",
     )
 
 

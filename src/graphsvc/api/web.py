@@ -67,8 +67,8 @@ class Request:
             self.headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
         self._query: Query | None = None
         self._body: bytes | None = None
-        self.caller: Any = None  # the authenticated user (access.Caller), once known
-        self.upload: Any = None  # an upload's received file (uploads.UploadedBody)
+        self.caller: Any = None  # the authenticated user (accounts.permissions.Caller), once known
+        self.upload: Any = None  # an upload's received file (uploads.jobs.UploadedBody)
 
     @property
     def query(self) -> Query:

@@ -9,7 +9,10 @@ from typing import Any
 import click
 import msgspec
 
-from graphsvc import access, service, wire
+from graphsvc import wire
+from graphsvc.accounts import users
+from graphsvc.accounts.saml import create_saml_provider, get_saml_provider
+from graphsvc.accounts.tokens import create_api_token, list_api_tokens, revoke_api_token
 from graphsvc.cli.common import (
     emit,
     fail,
@@ -18,6 +21,7 @@ from graphsvc.cli.common import (
     read_stdin_secret,
     run_in_transaction,
 )
+from graphsvc.graph.clients import create_client, get_client
 from graphsvc.store import accounts
 from graphsvc.store import db as database
 from graphsvc.store.paging import SortKey
@@ -54,7 +58,7 @@ def user_create(
     if secret_stdin:
         secret = read_stdin_secret("--secret-stdin")
     user_id = run_in_transaction(
-        load_settings(), lambda conn: service.create_user(conn, name, role, secret, disabled)
+        load_settings(), lambda conn: users.create_user(conn, name, role, secret, disabled)
     )
     emit(
         as_json,
@@ -81,7 +85,7 @@ def change_user(
     """Apply a change to the user of this name, as the operator of the server."""
 
     async def work(conn: database.Connection) -> wire.UserResponse:
-        return await change(conn, (await access.find_user_by_name(conn, name)).id)
+        return await change(conn, (await users.find_user_by_name(conn, name)).id)
 
     changed = run_in_transaction(load_settings(), work).data
     state = "disabled" if changed.is_disabled else "enabled"
@@ -93,7 +97,7 @@ def change_user(
 def user_disable(name: str) -> None:
     """Refuse the user's sessions at once and its tokens within the token cache time."""
     body = wire.UserUpdate(is_disabled=True)
-    change_user(name, lambda conn, user_id: access.update_user(conn, None, user_id, body))
+    change_user(name, lambda conn, user_id: users.update_user(conn, None, user_id, body))
 
 
 @user.command("enable")
@@ -101,14 +105,14 @@ def user_disable(name: str) -> None:
 def user_enable(name: str) -> None:
     """Let a disabled user in again."""
     body = wire.UserUpdate(is_disabled=False)
-    change_user(name, lambda conn, user_id: access.update_user(conn, None, user_id, body))
+    change_user(name, lambda conn, user_id: users.update_user(conn, None, user_id, body))
 
 
 @user.command("delete")
 @click.argument("name")
 def user_delete(name: str) -> None:
     """Delete a user: its sessions end and its tokens are revoked."""
-    change_user(name, lambda conn, user_id: access.delete_user(conn, None, user_id))
+    change_user(name, lambda conn, user_id: users.delete_user(conn, None, user_id))
 
 
 @user.command("set-role")
@@ -123,7 +127,7 @@ def user_set_role(name: str, role: str) -> None:
             roles = ", ".join(await accounts.list_role_names(conn))
             fail(f"unknown role {role!r}; roles: {roles}")
         assert role_id is not None
-        return await access.update_user(conn, None, user_id, wire.UserUpdate(roles=[role_id]))
+        return await users.update_user(conn, None, user_id, wire.UserUpdate(roles=[role_id]))
 
     change_user(name, change)
 
@@ -140,7 +144,7 @@ def user_set_role(name: str, role: str) -> None:
 def user_set_secret(name: str, secret: str | None) -> None:
     """Set a user's login secret (its sessions end)."""
     body = wire.UserSecret(secret or read_stdin_secret("set-secret"))
-    change_user(name, lambda conn, user_id: access.set_user_secret(conn, None, user_id, body))
+    change_user(name, lambda conn, user_id: users.set_user_secret(conn, None, user_id, body))
 
 
 @click.group()
@@ -171,9 +175,9 @@ def token_create(user_name: str, name: str | None, expires_in: str | None, as_js
     lifetime = None if expires_in is None else parse_lifetime(expires_in)
 
     async def work(conn: database.Connection) -> wire.AuthToken:
-        user = await access.find_user_by_name(conn, user_name)
+        user = await users.find_user_by_name(conn, user_name)
         request = wire.CreateTokenRequest(name or "", user.id, lifetime_seconds=lifetime)
-        return (await access.create_api_token(conn, keys_of(settings), None, request)).data
+        return (await create_api_token(conn, keys_of(settings), None, request)).data
 
     created = run_in_transaction(settings, work)
     expires = created.expires_at.time.isoformat() if created.expires_at.valid else "never"
@@ -194,8 +198,8 @@ def token_list(user_name: str | None, as_json: bool) -> None:
     async def work(conn: database.Connection) -> list[tuple[wire.AuthToken, str]]:
         user_id = None
         if user_name is not None:
-            user_id = (await access.find_user_by_name(conn, user_name)).id
-        listed = await access.list_api_tokens(conn, None, user_id, [SortKey("created_at", False)])
+            user_id = (await users.find_user_by_name(conn, user_name)).id
+        listed = await list_api_tokens(conn, None, user_id, [SortKey("created_at", False)])
         names = {u.id: u.name for u in await accounts.list_users(conn)}
         return [(t, names.get(t.user_id.uuid, "")) for t in listed.data.tokens]
 
@@ -219,7 +223,7 @@ def token_revoke(token_id: str, as_json: bool) -> None:
     """Revoke an API token: refused by every replica within GRAPHSVC_TOKEN_CACHE_SECONDS."""
 
     async def work(conn: database.Connection) -> wire.AuthToken:
-        return (await access.revoke_api_token(conn, None, token_id.lower())).data
+        return (await revoke_api_token(conn, None, token_id.lower())).data
 
     revoked = run_in_transaction(load_settings(), work)
     emit(as_json, revoked, f"token {revoked.id} revoked")
@@ -250,10 +254,10 @@ def saml_create(
     base = settings.public_url or "http://127.0.0.1:8000"
 
     async def work(conn: database.Connection) -> Any:
-        provider_id = await service.create_saml_provider(
+        provider_id = await create_saml_provider(
             conn, name, display_name, idp_issuer_uri, idp_sso_uri, mappings
         )
-        return (await service.get_saml_provider(conn, provider_id, base)).data
+        return (await get_saml_provider(conn, provider_id, base)).data
 
     provider = run_in_transaction(settings, work)
     emit(as_json, provider, f"SAML provider {name} created: id {provider.id}")
@@ -276,10 +280,10 @@ def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> N
         fail("collection clients are an Enterprise edition feature (GRAPHSVC_EDITION=enterprise)")
 
     async def work(conn: database.Connection) -> Any:
-        client_id, created = await service.create_client(
+        client_id, created = await create_client(
             conn, keys_of(settings), name, ip_address, hostname
         )
-        return (await service.get_client(conn, client_id)).data, created
+        return (await get_client(conn, client_id)).data, created
 
     found, created = run_in_transaction(settings, work)
     data = {**msgspec.to_builtins(found), "token_key": created.key}

@@ -10,14 +10,15 @@ from typing import Any
 import click
 import msgspec
 
-from graphsvc import discovery, service, wire
+from graphsvc import wire
 from graphsvc.cli.common import emit, fail, load_settings, run_in_transaction
-from graphsvc.discovery import ENVIRONMENT_TYPES
 from graphsvc.errors import ApiError
+from graphsvc.graph import extensions, nodes
+from graphsvc.graph.nodes import ENVIRONMENT_TYPES
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.sources import Progress, Source
-from graphsvc.service import Page
 from graphsvc.store import db as database
+from graphsvc.store.paging import Page
 
 
 class IngestProgress:
@@ -104,7 +105,7 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
     """Find nodes by object id or by a part of their name; prints their object ids."""
 
     async def work(conn: database.Connection) -> wire.PagedSearchResults:
-        return await discovery.search(conn, text, kind, Page(0, limit))
+        return await nodes.search(conn, text, kind, Page(0, limit))
 
     found = run_in_transaction(load_settings(), work)
     lines = [f"{n.objectid}  {n.type:<14} {n.name}" for n in found.data]
@@ -117,7 +118,7 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def domains(as_json: bool) -> None:
     """The AD domains and Azure tenants data exists for, with their ids."""
-    listed = run_in_transaction(load_settings(), discovery.list_available_domains)
+    listed = run_in_transaction(load_settings(), nodes.list_available_domains)
     lines = [
         f"{d.id}  {d.type:<17} {d.name}{'' if d.collected else '  (referred to only)'}"
         for d in listed.data
@@ -134,9 +135,9 @@ def schema() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def schema_list(as_json: bool) -> None:
     """Extensions and environment kinds, with the ids the API asks for."""
-    from graphsvc.store import extensions
+    from graphsvc.store.extensions import list_extensions
 
-    registered = run_in_transaction(load_settings(), extensions.list_extensions)
+    registered = run_in_transaction(load_settings(), list_extensions)
     data: list[dict[str, Any]] = [
         {
             "id": x.id,
@@ -172,7 +173,7 @@ def schema_register(definition: Path, as_json: bool) -> None:
 
     async def work(conn: database.Connection) -> int:
         try:
-            return await service.register_extension(conn, spec)
+            return await extensions.register_extension(conn, spec)
         except ApiError as exc:  # named by the file, which is what the user passed
             raise ApiError(exc.status, exc.message, str(definition)) from None
 

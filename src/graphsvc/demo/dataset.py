@@ -10,10 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from graphsvc import service, wire
+from graphsvc import wire
+from graphsvc.accounts.saml import create_saml_provider
+from graphsvc.accounts.tokens import create_token
+from graphsvc.accounts.users import create_user, store_user_secret
 from graphsvc.crypto import KeyBox
 from graphsvc.demo.collectors import Domain, Tenant, write_azurehound, write_sharphound
 from graphsvc.errors import ApiError
+from graphsvc.graph.clients import create_client
 from graphsvc.ingest import ingest_files
 from graphsvc.store import accounts, clients, extensions, graph, saml
 from graphsvc.store.db import Connection
@@ -182,7 +186,7 @@ async def ingest_history(conn: Connection, folder: Path, now: datetime) -> str:
 
 
 def collection_plan(domains: list[str]) -> clients.CollectionPlan:
-    flags = dict.fromkeys(clients.COLLECTION_FLAGS, True)
+    flags = dict.fromkeys(wire.COLLECTION_FLAGS, True)
     flags["all_trusted_domains"] = False
     return clients.CollectionPlan(
         flags,
@@ -200,12 +204,12 @@ def collection_plan(domains: list[str]) -> clients.CollectionPlan:
     )
 
 
-async def create_clients(conn: Connection, keys: KeyBox, admin_id: str, now: datetime) -> list[str]:
-    busy, _ = await service.create_client(
-        conn, keys, CLIENTS[0], "10.20.0.15", "collector-hq.contoso.local", admin_id
+async def create_clients(conn: Connection, keys: KeyBox, now: datetime) -> list[str]:
+    busy, _ = await create_client(
+        conn, keys, CLIENTS[0], "10.20.0.15", "collector-hq.contoso.local"
     )
-    idle, _ = await service.create_client(
-        conn, keys, CLIENTS[1], "10.30.0.8", "collector-branch.contoso.local", admin_id
+    idle, _ = await create_client(
+        conn, keys, CLIENTS[1], "10.30.0.8", "collector-branch.contoso.local"
     )
     await clients.set_client_checkin(
         conn,
@@ -280,13 +284,13 @@ async def open_demo(conn: Connection, keys: KeyBox, secret: str) -> tuple[DemoRe
             "(point GRAPHSVC_DATA_DIR or GRAPHSVC_DATABASE_URL elsewhere)",
             "demo",
         )
-    await service.set_user_secret(conn, admin.id, secret)
+    await store_user_secret(conn, admin.id, secret)
     token_id = await accounts.find_user_token_id(conn, admin.id, DEMO_TOKEN_NAME)
     credentials = (
         None if token_id is None else await accounts.find_token_credentials(conn, token_id)
     )
     if token_id is None or credentials is None:
-        token = await service.create_token(conn, keys, user_id=admin.id, name=DEMO_TOKEN_NAME)
+        token = await create_token(conn, keys, user_id=admin.id, name=DEMO_TOKEN_NAME)
         token_id, token_key = token.id, token.key
     else:
         token_key = keys.open(credentials.key_ciphertext)
@@ -352,10 +356,10 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
         run_id = await ingest_history(conn, Path(folder), now)
     nodes, edges = await graph.count_graph(conn)
 
-    admin_id = await service.create_user(conn, "admin", "Administrator", secret, False)
-    token = await service.create_token(conn, keys, user_id=admin_id, name=DEMO_TOKEN_NAME)
+    admin_id = await create_user(conn, "admin", "Administrator", secret, False)
+    token = await create_token(conn, keys, user_id=admin_id, name=DEMO_TOKEN_NAME)
     saml_ids = [
-        await service.create_saml_provider(
+        await create_saml_provider(
             conn,
             SAML_PROVIDERS[0],
             "Okta Workforce",
@@ -363,7 +367,7 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
             "https://contoso.okta.com/app/graphsvc/exk1demo0000000000/sso/saml",
             ["http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress"],
         ),
-        await service.create_saml_provider(
+        await create_saml_provider(
             conn,
             SAML_PROVIDERS[1],
             "Microsoft Entra ID",
@@ -375,7 +379,7 @@ async def create_demo(conn: Connection, keys: KeyBox, secret: str) -> DemoResult
             ],
         ),
     ]
-    client_ids = await create_clients(conn, keys, admin_id, now)
+    client_ids = await create_clients(conn, keys, now)
     return demo_result(
         run_id=run_id,
         secret=secret,

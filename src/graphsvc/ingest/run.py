@@ -25,6 +25,7 @@ from graphsvc.ingest.survey import survey
 from graphsvc.ingest.writer import GraphWriter
 from graphsvc.store import graph
 from graphsvc.store.db import Connection
+from graphsvc.store.nodes import EnvironmentNode, list_run_environments
 
 
 @dataclass
@@ -34,7 +35,7 @@ class IngestResult:
     nodes: int
     edges: int
     created_at: datetime
-    environments: list[graph.EnvironmentNode]  # the domains and tenants it collected
+    environments: list[EnvironmentNode]  # the domains and tenants it collected
 
 
 def reader(source: Source, progress: Progress | None) -> opengraph.Reader:
@@ -113,5 +114,5 @@ async def ingest_files(
     await graph.insert_ingest_run(conn, run_id, labels, nodes, edges, now, seconds)
     await statistics.record_run_statistics(conn, run_id, now)
     await graph.refresh_statistics_after(conn, nodes + edges)
-    environments = await graph.list_run_environments(conn, run_id)
+    environments = await list_run_environments(conn, run_id)
     return IngestResult(run_id, labels, nodes, edges, now, environments)

@@ -57,7 +57,10 @@ async def find_user_login(conn: Connection, name: str) -> UserLogin | None:
         WHERE name = $1 AND deleted_at IS NULL""",
         name,
     )
-    return None if r is None else UserLogin(r[0], r[1], Principal(r[0], r[2], r[3]))
+    if r is None:
+        return None
+    user_id, secret_digest, role_id, disabled = r
+    return UserLogin(user_id, secret_digest, Principal(user_id, role_id, disabled))
 
 
 async def find_user_id(conn: Connection, name: str) -> str | None:
@@ -103,8 +106,9 @@ async def find_token_credentials(conn: Connection, token_id: str) -> TokenCreden
     )
     if r is None:
         return None
-    principal = None if r[1] is None else Principal(r[1], r[2], r[3])
-    return TokenCredentials(r[0], principal, r[4])
+    key_ciphertext, user_id, role_id, disabled, expires_at = r
+    principal = None if user_id is None else Principal(user_id, role_id, disabled)
+    return TokenCredentials(key_ciphertext, principal, expires_at)
 
 
 async def insert_token(
@@ -140,19 +144,30 @@ TOKEN_COLUMNS = """id, created_at, updated_at, deleted_at, user_id, name, hmac_m
 TOKEN_SORT_COLUMNS = {"created_at": "created_at", "name": "name", "last_access": "last_access"}
 
 
-def token_from_row(r: Row) -> wire.AuthToken:
+def token_from_row(row: Row) -> wire.AuthToken:
     """A token as the API shows it: never its key."""
+    (
+        token_id,
+        created_at,
+        updated_at,
+        deleted_at,
+        user_id,
+        name,
+        hmac_method,
+        last_access,
+        expires_at,
+    ) = row
     return wire.AuthToken(
-        id=r[0],
-        created_at=r[1],
-        updated_at=r[2],
-        deleted_at=wire.null_time(r[3]),
-        user_id=wire.null_uuid(r[4]),
-        name=wire.null_string(r[5]),
+        id=token_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        deleted_at=wire.null_time(deleted_at),
+        user_id=wire.null_uuid(user_id),
+        name=wire.null_string(name),
         key=wire.MASKED_KEY,
-        hmac_method=r[6],
-        last_access=r[7],
-        expires_at=wire.null_time(r[8]),
+        hmac_method=hmac_method,
+        last_access=last_access,
+        expires_at=wire.null_time(expires_at),
     )
 
 

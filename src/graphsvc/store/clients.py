@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -12,94 +13,118 @@ from graphsvc import wire
 from graphsvc.store.db import Connection, Row, in_list, list_param
 from graphsvc.store.paging import fetch_page
 
-COLLECTION_FLAGS = (
-    "session_collection",
-    "local_group_collection",
-    "ad_structure_collection",
-    "cert_services_collection",
-    "ca_registry_collection",
-    "dc_registry_collection",
-    "all_trusted_domains",
-)
-FLAG_COLUMNS = ", ".join(COLLECTION_FLAGS)
-
-
-def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
-    return dict(zip(COLLECTION_FLAGS, values, strict=True))
-
-
+FLAG_COLUMNS = ", ".join(wire.COLLECTION_FLAGS)
 ou_refs = msgspec.json.Decoder(list[wire.OUReference])
 domain_refs = msgspec.json.Decoder(list[wire.DomainReference])
+TOKEN_COLUMNS = """t.id, t.created_at, t.updated_at, t.deleted_at, t.user_id, t.name,
+    t.hmac_method, t.last_access, t.created_by"""  # noqa: S105 - column names, not a secret
+FLAG_COUNT = len(wire.COLLECTION_FLAGS)
 
 
 async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
     """A client with its newest live token (its key never read back, only masked), its
     events, and its current job and task with their results: three statements (a round
     trip each on PostgreSQL), where a statement per part took up to seven."""
-    r = await conn.fetchrow(
-        """SELECT c.id, c.name, c.ip_address, c.hostname, c.configured_user, c.last_checkin,
+    row = await conn.fetchrow(
+        f"""SELECT c.id, c.name, c.ip_address, c.hostname, c.configured_user, c.last_checkin,
             c.current_job_id, c.current_task_id, c.completed_job_count,
-            c.completed_task_count, c.domain_controller, c.version, c.user_sid,
-            t.id, t.created_at, t.updated_at, t.deleted_at, t.user_id, t.name, t.hmac_method,
-            t.last_access, t.created_by
+            c.completed_task_count, c.domain_controller, c.version, c.user_sid, {TOKEN_COLUMNS}
         FROM clients c LEFT JOIN auth_tokens t ON t.id = (
             SELECT id FROM auth_tokens WHERE client_id = c.id AND deleted_at IS NULL
             ORDER BY created_at DESC, id LIMIT 1)
         WHERE c.id = $1 AND c.deleted_at IS NULL""",
         client_id,
     )
-    if r is None:
+    if row is None:
         return None
-    events = [
-        wire.ClientEvent(
-            id=e[0],
-            client_id=e[1],
-            rrule=e[2],
-            ous=ou_refs.decode(e[10]),
-            domains=domain_refs.decode(e[11]),
-            **collection_flags(e[3:10]),
-        )
-        for e in await conn.fetch(
-            f"""SELECT id, client_id, rrule, {FLAG_COLUMNS}, ous, domains FROM client_events
-            WHERE client_id = $1 AND deleted_at IS NULL ORDER BY id""",
-            client_id,
-        )
-    ]
-    job_ids = [job_id for job_id in (r[6], r[7]) if job_id is not None]
-    jobs = await find_jobs(conn, job_ids, r[1]) if job_ids else {}
+    (
+        found_id,
+        name,
+        ip_address,
+        hostname,
+        configured_user,
+        last_checkin,
+        current_job_id,
+        current_task_id,
+        completed_job_count,
+        completed_task_count,
+        domain_controller,
+        version,
+        user_sid,
+        *token,
+    ) = row
+    job_ids = [job_id for job_id in (current_job_id, current_task_id) if job_id is not None]
+    jobs = await find_jobs(conn, job_ids, name) if job_ids else {}
     return wire.Client(
-        id=r[0],
-        name=r[1],
-        ip_address=r[2],
-        hostname=r[3],
-        configured_user=r[4],
-        last_checkin=r[5] or wire.ZERO_TIME,
-        events=events,
-        token=wire.zero_token() if r[13] is None else client_token(r[13:22]),
-        current_job_id=wire.null_int64(r[6]),
-        current_task_id=wire.null_int64(r[7]),
-        current_job=jobs.get(r[6]) or wire.zero_job(),
-        current_task=jobs.get(r[7]) or wire.zero_job(),
-        completed_job_count=r[8],
-        completed_task_count=r[9],
-        domain_controller=wire.null_string(r[10]),
-        version=r[11],
-        user_sid=wire.null_string(r[12]),
+        id=found_id,
+        name=name,
+        ip_address=ip_address,
+        hostname=hostname,
+        configured_user=configured_user,
+        last_checkin=last_checkin or wire.ZERO_TIME,
+        events=await list_client_events(conn, client_id),
+        token=wire.zero_token() if token[0] is None else client_token(token),
+        current_job_id=wire.null_int64(current_job_id),
+        current_task_id=wire.null_int64(current_task_id),
+        current_job=jobs.get(current_job_id) or wire.zero_job(),
+        current_task=jobs.get(current_task_id) or wire.zero_job(),
+        completed_job_count=completed_job_count,
+        completed_task_count=completed_task_count,
+        domain_controller=wire.null_string(domain_controller),
+        version=version,
+        user_sid=wire.null_string(user_sid),
     )
 
 
-def client_token(r: Row) -> wire.ClientToken:
+async def list_client_events(conn: Connection, client_id: str) -> list[wire.ClientEvent]:
+    events = []
+    for row in await conn.fetch(
+        f"""SELECT id, client_id, rrule, ous, domains, {FLAG_COLUMNS} FROM client_events
+        WHERE client_id = $1 AND deleted_at IS NULL ORDER BY id""",
+        client_id,
+    ):
+        event_id, owner, rrule, ous, domains, *flags = row
+        events.append(
+            wire.ClientEvent(
+                id=event_id,
+                client_id=owner,
+                rrule=rrule,
+                ous=ou_refs.decode(ous),
+                domains=domain_refs.decode(domains),
+                **collection_flags(flags),
+            )
+        )
+    return events
+
+
+def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
+    return dict(zip(wire.COLLECTION_FLAGS, values, strict=True))
+
+
+def client_token(row: Row) -> wire.ClientToken:
+    """A client's token from TOKEN_COLUMNS, its key masked."""
+    (
+        token_id,
+        created_at,
+        updated_at,
+        deleted_at,
+        user_id,
+        name,
+        hmac_method,
+        last_access,
+        created_by,
+    ) = row
     return wire.ClientToken(
-        r[0],
-        r[1],
-        r[2],
-        wire.null_time(r[3]),
-        wire.null_uuid(r[4]),
-        wire.null_string(r[5]),
-        wire.MASKED_KEY,
-        r[6],
-        r[7],
-        wire.null_uuid(r[8]),
+        id=token_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        deleted_at=wire.null_time(deleted_at),
+        user_id=wire.null_uuid(user_id),
+        name=wire.null_string(name),
+        key=wire.MASKED_KEY,
+        hmac_method=hmac_method,
+        last_access=last_access,
+        created_by=wire.null_uuid(created_by),
     )
 
 
@@ -107,8 +132,8 @@ async def find_jobs(conn: Connection, job_ids: list[int], client_name: str) -> d
     """Jobs by id, each with its domain results, in one statement (a row per result)."""
     rows = await conn.fetch(
         f"""SELECT j.id, j.client_id, j.event_id, j.execution_time, j.start_time, j.end_time,
-            j.status_message, {", ".join(f"j.{flag}" for flag in COLLECTION_FLAGS)},
-            j.domain_controller, j.ous, j.domains,
+            j.status_message, j.domain_controller, j.ous, j.domains,
+            {", ".join(f"j.{flag}" for flag in wire.COLLECTION_FLAGS)},
             d.id, d.created_at, d.updated_at, d.deleted_at, d.job_id, d.domain_name, d.success,
             d.message, {", ".join(f"d.{count}" for count in DOMAIN_RESULT_COUNTS)}
         FROM jobs j LEFT JOIN domain_collection_results d
@@ -118,39 +143,67 @@ async def find_jobs(conn: Connection, job_ids: list[int], client_name: str) -> d
         list_param(conn.dialect, job_ids),
     )
     jobs: dict[int, wire.Job] = {}
-    for r in rows:
-        job = jobs.get(r[0])
+    for row in rows:
+        (
+            job_id,
+            client_id,
+            event_id,
+            execution_time,
+            start_time,
+            end_time,
+            status_message,
+            domain_controller,
+            ous,
+            domains,
+            *rest,
+        ) = row
+        flags, result = rest[:FLAG_COUNT], rest[FLAG_COUNT:]
+        job = jobs.get(job_id)
         if job is None:
-            job = jobs[r[0]] = wire.Job(
-                id=r[0],
-                client_id=r[1],
+            job = jobs[job_id] = wire.Job(
+                id=job_id,
+                client_id=client_id,
                 client_name=client_name,
-                event_id=wire.null_int32(r[2]),
-                execution_time=r[3],
-                start_time=r[4] or wire.ZERO_TIME,
-                end_time=r[5] or wire.ZERO_TIME,
-                status_message=r[6],
-                domain_controller=r[14],
-                ous=ou_refs.decode(r[15]),
-                domains=domain_refs.decode(r[16]),
+                event_id=wire.null_int32(event_id),
+                execution_time=execution_time,
+                start_time=start_time or wire.ZERO_TIME,
+                end_time=end_time or wire.ZERO_TIME,
+                status_message=status_message,
+                domain_controller=domain_controller,
+                ous=ou_refs.decode(ous),
+                domains=domain_refs.decode(domains),
                 domain_results=[],
-                **collection_flags(r[7:14]),
+                **collection_flags(flags),
             )
-        if r[17] is not None:
-            job.domain_results.append(
-                wire.DomainResult(
-                    id=r[17],
-                    created_at=r[18],
-                    updated_at=r[19],
-                    deleted_at=wire.null_time(r[20]),
-                    job_id=r[21],
-                    domain_name=r[22],
-                    success=r[23],
-                    message=r[24],
-                    **dict(zip(DOMAIN_RESULT_COUNTS, r[25:37], strict=True)),
-                )
-            )
+        if result[0] is not None:
+            job.domain_results.append(domain_result(result))
     return jobs
+
+
+def domain_result(row: Sequence[Any]) -> wire.DomainResult:
+    """One domain's result of a job, from the d.* columns of find_jobs."""
+    (
+        result_id,
+        created_at,
+        updated_at,
+        deleted_at,
+        job_id,
+        domain_name,
+        success,
+        message,
+        *counts,
+    ) = row
+    return wire.DomainResult(
+        id=result_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        deleted_at=wire.null_time(deleted_at),
+        job_id=job_id,
+        domain_name=domain_name,
+        success=success,
+        message=message,
+        **dict(zip(DOMAIN_RESULT_COUNTS, counts, strict=True)),
+    )
 
 
 async def client_name_taken(conn: Connection, name: str) -> bool:
@@ -219,14 +272,14 @@ class CollectionPlan:
     domains: list[wire.DomainReference]
 
     def flag_values(self) -> list[bool]:
-        return [self.flags.get(f, False) for f in COLLECTION_FLAGS]
+        return [self.flags.get(f, False) for f in wire.COLLECTION_FLAGS]
 
 
 async def insert_client_event(
     conn: Connection, client_id: str, rrule: str, plan: CollectionPlan, now: datetime
 ) -> int:
-    marks = ", ".join(f"${i}" for i in range(3, 3 + len(COLLECTION_FLAGS)))
-    n = 3 + len(COLLECTION_FLAGS)
+    marks = ", ".join(f"${i}" for i in range(3, 3 + FLAG_COUNT))
+    n = 3 + FLAG_COUNT
     event_id: int = await conn.fetchval(
         f"""INSERT INTO client_events (client_id, rrule, {FLAG_COLUMNS}, ous, domains,
             created_at, updated_at) VALUES ($1, $2, {marks}, ${n}, ${n + 1}, ${n + 2}, ${n + 2})
@@ -256,8 +309,8 @@ class JobRow:
 
 async def insert_job(conn: Connection, job: JobRow, now: datetime) -> int:
     first_flag = 8
-    marks = ", ".join(f"${i}" for i in range(first_flag, first_flag + len(COLLECTION_FLAGS)))
-    n = first_flag + len(COLLECTION_FLAGS)
+    marks = ", ".join(f"${i}" for i in range(first_flag, first_flag + FLAG_COUNT))
+    n = first_flag + FLAG_COUNT
     job_id: int = await conn.fetchval(
         f"""INSERT INTO jobs (client_id, event_id, execution_time, start_time, end_time, status,
             status_message, {FLAG_COLUMNS}, domain_controller, ous, domains, created_at,
@@ -360,4 +413,4 @@ async def list_client_ids(conn: Connection, skip: int, limit: int) -> tuple[int,
         skip,
         limit,
     )
-    return total, [r[0] for r in rows]
+    return total, [client_id for client_id, _ in rows]

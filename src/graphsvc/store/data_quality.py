@@ -23,9 +23,32 @@ AGGREGATION_COLUMNS = """id, created_at, updated_at, deleted_at, run_id, extensi
 TIME_SORT_COLUMNS = {"created_at": "created_at", "updated_at": "updated_at"}
 
 
-def aggregation_from_row(r: Row) -> wire.DataQualityAggregation:
+def aggregation_from_row(row: Row) -> wire.DataQualityAggregation:
+    (
+        aggregation_id,
+        created_at,
+        updated_at,
+        deleted_at,
+        run_id,
+        extension_id,
+        environment_kind_id,
+        metric_type,
+        metric_name,
+        metric_value,
+        kind_id,
+    ) = row
     return wire.DataQualityAggregation(
-        r[0], r[1], r[2], wire.null_time(r[3]), r[4], r[5], r[6], r[7], r[8], float(r[9]), r[10]
+        aggregation_id,
+        created_at,
+        updated_at,
+        wire.null_time(deleted_at),
+        run_id,
+        extension_id,
+        environment_kind_id,
+        metric_type,
+        metric_name,
+        float(metric_value),
+        kind_id,
     )
 
 
@@ -168,7 +191,10 @@ async def list_tenant_stats(
     # Positional: the columns are selected in the struct's field order (a keyword dict per
     # row was a quarter of the request's time in the profile).
     return total, [
-        wire.AzureTenantStats(r[0], r[1], r[2], wire.null_time(r[3]), r[4], *r[5:17]) for r in rows
+        wire.AzureTenantStats(
+            stats_id, created, updated, wire.null_time(deleted), tenant, *counts_and_run_id
+        )
+        for stats_id, created, updated, deleted, tenant, *counts_and_run_id, _total in rows
     ]
 
 
@@ -223,8 +249,8 @@ async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], lis
         run_id,
     )
     return (
-        [RunCount(r[0], r[1], r[2], int(r[3])) for r in nodes],
-        [RunCount(r[0], r[1], r[2], int(r[3])) for r in edges],
+        [RunCount(a, b, c, int(count)) for a, b, c, count in nodes],
+        [RunCount(a, b, c, int(count)) for a, b, c, count in edges],
     )
 
 

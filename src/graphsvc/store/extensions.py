@@ -41,10 +41,12 @@ async def list_extensions(conn: Connection) -> list[Extension]:
         WHERE x.deleted_at IS NULL ORDER BY x.id, e.environment_kind_id"""
     )
     extensions: dict[int, Extension] = {}
-    for r in rows:
-        ext = extensions.setdefault(r[0], Extension(r[0], r[1], r[2], r[3], r[4], []))
-        if r[5] is not None:
-            ext.environments.append(ExtensionEnvironment(r[5], r[6], r[7]))
+    for ext_id, name, display_name, version, is_builtin, kind_id, kind, source_kind in rows:
+        ext = extensions.setdefault(
+            ext_id, Extension(ext_id, name, display_name, version, is_builtin, [])
+        )
+        if kind_id is not None:
+            ext.environments.append(ExtensionEnvironment(kind_id, kind, source_kind))
     return list(extensions.values())
 
 

@@ -1,14 +1,31 @@
-"""Paging helpers shared by the list queries: one page of rows with the total, and ORDER BY."""
+"""What the list operations share: the page and time window asked for, the sort keys, one page
+of rows with the total, and ORDER BY."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from graphsvc.store.db import (
     Connection,
     Row,
 )
+
+
+@dataclass(frozen=True)
+class Page:
+    skip: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """An inclusive range of creation times."""
+
+    start: datetime
+    end: datetime
 
 
 class SortKey(NamedTuple):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import Connection, in_list, list_param
+from graphsvc.store.db import Connection, Row, in_list, list_param
 
 
 @dataclass
@@ -24,27 +24,53 @@ class SamlProviderRow:
     sso_provider_id: int | None
 
 
+PROVIDER_COLUMNS = """id, created_at, updated_at, deleted_at, name, display_name,
+    idp_issuer_uri, idp_sso_uri, principal_attribute_mappings, sso_provider_id"""
+
+
+def provider_from_row(row: Row) -> SamlProviderRow:
+    (
+        provider_id,
+        created_at,
+        updated_at,
+        deleted_at,
+        name,
+        display_name,
+        idp_issuer_uri,
+        idp_sso_uri,
+        mappings,
+        sso_provider_id,
+    ) = row
+    return SamlProviderRow(
+        id=provider_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        deleted_at=deleted_at,
+        name=name,
+        display_name=display_name,
+        idp_issuer_uri=idp_issuer_uri,
+        idp_sso_uri=idp_sso_uri,
+        principal_attribute_mappings=json.loads(mappings),
+        sso_provider_id=sso_provider_id,
+    )
+
+
 async def find_saml_provider(conn: Connection, provider_id: int) -> SamlProviderRow | None:
-    r = await conn.fetchrow(
-        """SELECT id, created_at, updated_at, deleted_at, name, display_name, idp_issuer_uri,
-            idp_sso_uri, principal_attribute_mappings, sso_provider_id
-        FROM saml_providers WHERE id = $1 AND deleted_at IS NULL""",
+    row = await conn.fetchrow(
+        f"""SELECT {PROVIDER_COLUMNS} FROM saml_providers
+        WHERE id = $1 AND deleted_at IS NULL""",
         provider_id,
     )
-    if r is None:
-        return None
-    return SamlProviderRow(
-        id=r[0],
-        created_at=r[1],
-        updated_at=r[2],
-        deleted_at=r[3],
-        name=r[4],
-        display_name=r[5],
-        idp_issuer_uri=r[6],
-        idp_sso_uri=r[7],
-        principal_attribute_mappings=json.loads(r[8]),
-        sso_provider_id=r[9],
+    return None if row is None else provider_from_row(row)
+
+
+async def list_saml_providers(conn: Connection) -> list[SamlProviderRow]:
+    """Every live provider, by id, in one statement."""
+    rows = await conn.fetch(
+        f"""SELECT {PROVIDER_COLUMNS} FROM saml_providers
+        WHERE deleted_at IS NULL ORDER BY id"""
     )
+    return [provider_from_row(row) for row in rows]
 
 
 async def insert_saml_provider(
@@ -82,8 +108,3 @@ async def find_provider_ids(conn: Connection, names: Sequence[str]) -> dict[str,
         list_param(conn.dialect, names),
     )
     return {name: provider_id for name, provider_id in rows}
-
-
-async def list_provider_ids(conn: Connection) -> list[int]:
-    rows = await conn.fetch("SELECT id FROM saml_providers WHERE deleted_at IS NULL ORDER BY id")
-    return [r[0] for r in rows]

@@ -54,9 +54,32 @@ JOB_SORT_COLUMNS = {
 }
 
 
-def job_from_row(r: Row) -> JobRow:
+def job_from_row(row: Row) -> JobRow:
+    (
+        job_id,
+        user_id,
+        status,
+        status_message,
+        start_time,
+        end_time,
+        last_ingest,
+        created_at,
+        updated_at,
+        run_id,
+        attempts,
+    ) = row
     return JobRow(
-        int(r[0]), str(r[1]), int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], int(r[10])
+        id=int(job_id),
+        user_id=str(user_id),
+        status=int(status),
+        status_message=status_message,
+        start_time=start_time,
+        end_time=end_time,
+        last_ingest=last_ingest,
+        created_at=created_at,
+        updated_at=updated_at,
+        run_id=run_id,
+        attempts=int(attempts),
     )
 
 
@@ -113,7 +136,7 @@ async def list_jobs(
         skip,
         limit,
     )
-    return total, [job_from_row(r) for r in rows]
+    return total, [job_from_row(r[:-1]) for r in rows]  # without the total
 
 
 async def list_job_files(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[FileRow]]:
@@ -127,8 +150,10 @@ async def list_job_files(conn: Connection, job_ids: Sequence[int]) -> dict[int, 
         ORDER BY job_id, id""",
         list_param(conn.dialect, job_ids),
     )
-    for r in rows:
-        found[int(r[1])].append(FileRow(int(r[0]), int(r[1]), r[2], r[3], int(r[4]), r[5]))
+    for file_id, job_id, name, content_type, size_bytes, uploaded_at in rows:
+        found[int(job_id)].append(
+            FileRow(int(file_id), int(job_id), name, content_type, int(size_bytes), uploaded_at)
+        )
     return found
 
 
@@ -225,7 +250,7 @@ async def list_stale_jobs(conn: Connection, idle_since: datetime) -> list[int]:
         RUNNING,
         idle_since,
     )
-    return [int(r[0]) for r in rows]
+    return [int(job_id) for (job_id,) in rows]
 
 
 # --- the ingest lease -------------------------------------------------------------------------

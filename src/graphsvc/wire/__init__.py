@@ -1,8 +1,9 @@
-"""Wire shapes of spec section 2: msgspec structs that the store fills and the app encodes.
+"""Wire shapes (spec section 2): msgspec structs that the store fills and the app encodes.
 
-The OpenAPI document's component schemas are generated from these same structs.
-
-One namespace (`wire.X`) over the modules by subject."""
+The OpenAPI document's component schemas are generated from these same structs. One
+namespace (`wire.X`) over modules named like the domains they serve (accounts, clients,
+data_quality, extensions, nodes, saml, uploads), the shapes all share (common) and the
+probes' answers."""
 
 from graphsvc.wire.accounts import (
     AuthToken,
@@ -10,16 +11,36 @@ from graphsvc.wire.accounts import (
     AuthTokenListResponse,
     AuthTokenResponse,
     CreateTokenRequest,
+    LoginData,
+    LoginRequest,
+    LoginResponse,
+    LogoutData,
+    LogoutResponse,
     Permission,
     Requester,
     Role,
     SelfResponse,
+    TokenFields,
     User,
     UserList,
     UserListResponse,
     UserResponse,
     UserSecret,
     UserUpdate,
+)
+from graphsvc.wire.clients import (
+    COLLECTION_FLAGS,
+    Client,
+    ClientEvent,
+    ClientResponse,
+    ClientToken,
+    DomainReference,
+    DomainResult,
+    Job,
+    OUReference,
+    PagedClients,
+    zero_job,
+    zero_token,
 )
 from graphsvc.wire.common import (
     MASKED_KEY,
@@ -42,48 +63,38 @@ from graphsvc.wire.common import (
     null_time,
     null_uuid,
 )
-from graphsvc.wire.discovery import (
-    DomainSelector,
-    DomainSelectorList,
+from graphsvc.wire.data_quality import (
+    AzureTenantStats,
+    DataQualityAggregation,
+    PagedAggregations,
+    PagedTenantStats,
+)
+from graphsvc.wire.extensions import (
     EnvironmentKindDefinition,
     EnvironmentKindInfo,
     ExtensionDefinition,
     ExtensionInfo,
     ExtensionList,
-    PagedClients,
+)
+from graphsvc.wire.nodes import (
+    DomainSelector,
+    DomainSelectorList,
+    NodeListEntry,
+    PagedNodeList,
     PagedSearchResults,
-    SamlProviderList,
-    SamlProviderListResponse,
     SearchResult,
 )
-from graphsvc.wire.operations import (
-    AzureTenantStats,
-    Client,
-    ClientEvent,
-    ClientResponse,
-    ClientToken,
-    DataQualityAggregation,
-    DomainReference,
-    DomainResult,
+from graphsvc.wire.probes import (
     HealthData,
     HealthResponse,
-    Job,
-    LoginData,
-    LoginRequest,
-    LoginResponse,
-    LogoutData,
-    LogoutResponse,
-    NodeListEntry,
-    OUReference,
-    PagedAggregations,
-    PagedNodeList,
-    PagedTenantStats,
     ReadyData,
     ReadyResponse,
+)
+from graphsvc.wire.saml import (
     SamlProvider,
+    SamlProviderList,
+    SamlProviderListResponse,
     SamlProviderResponse,
-    zero_job,
-    zero_token,
 )
 from graphsvc.wire.uploads import (
     AcceptedTypes,
@@ -94,6 +105,7 @@ from graphsvc.wire.uploads import (
 )
 
 __all__ = [
+    "COLLECTION_FLAGS",
     "MASKED_KEY",
     "UUID",
     "ZERO_TIME",
@@ -158,6 +170,7 @@ __all__ = [
     "SamlProviderResponse",
     "SearchResult",
     "SelfResponse",
+    "TokenFields",
     "UploadedFile",
     "User",
     "UserList",

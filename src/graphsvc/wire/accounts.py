@@ -1,4 +1,4 @@
-"""Who am I, API tokens and users: the reference server's shapes."""
+"""Who am I, API tokens, users and sessions (login, logout): the reference server's shapes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from msgspec import Meta
 from graphsvc.wire.common import UUID, NullString, NullTime, NullUUID
 
 
-class AuthToken(msgspec.Struct):
-    """An API token of a user; `key` holds the key once, in the answer that creates it, and
-    the mask everywhere else."""
+class TokenFields(msgspec.Struct):
+    """What every API token shows, a user's or a collection client's; each adds one field."""
 
     id: UUID
     created_at: datetime
@@ -24,6 +23,12 @@ class AuthToken(msgspec.Struct):
     key: str
     hmac_method: str
     last_access: datetime
+
+
+class AuthToken(TokenFields):
+    """An API token of a user; `key` holds the key once, in the answer that creates it, and
+    the mask everywhere else."""
+
     expires_at: NullTime
 
 
@@ -107,3 +112,28 @@ class UserSecret(msgspec.Struct):
 
 class SelfResponse(msgspec.Struct):
     data: Requester
+
+
+class LoginRequest(msgspec.Struct, forbid_unknown_fields=False):
+    login_method: str
+    username: str
+    secret: str
+
+
+class LoginData(msgspec.Struct):
+    user_id: UUID
+    session_token: str
+    auth_expired: bool
+
+
+class LoginResponse(msgspec.Struct):
+    data: LoginData
+
+
+class LogoutData(msgspec.Struct):
+    user_id: UUID
+    session_revoked: bool
+
+
+class LogoutResponse(msgspec.Struct):
+    data: LogoutData

@@ -1,19 +1,19 @@
-"""The background ingest of ended file-upload jobs, run by every serving replica.
+"""The ingester: the background ingest of ended file-upload jobs, run by every serving replica.
 
-Jobs queue in the database (status Ingesting). A replica's worker takes the store's one
+Jobs queue in the database (status Ingesting). A replica's ingester takes the store's one
 ingest lease, takes the oldest queued job, writes its files from the database to a private
 temporary folder, and ingests them with `ingest_files`, the path of `graphsvc ingest`, in one
 transaction that also completes the job and gives the lease back: all or nothing.
 
 The lease is what lets a job survive its replica: the holder renews it every third of
-`ingest_lease_seconds` from a thread of its own (parsing holds the worker's event loop for
+`ingest_lease_seconds` from a thread of its own (parsing holds the ingester's event loop for
 seconds at a time), and a replica that dies stops renewing, so another takes the lease once it
 expires and ingests the job again from its stored files. Completing is fenced: the
 transaction gives the lease back only if this replica still holds it, and rolls back
 otherwise. On SQLite the ingest transaction holds the store's write lock, so renewals wait (and
 are skipped) while it runs, but no other replica can take the lease either until it ends.
 
-The worker runs in a thread with its own event loop and connections, so that this process
+The ingester runs in a thread with its own event loop and connections, so that this process
 keeps answering requests while a job is parsed.
 """
 
@@ -44,8 +44,8 @@ from graphsvc.store.db import (
     run_in_transaction,
 )
 
-log = logging.getLogger("graphsvc.worker")
-FOLDER_PREFIX = "graphsvc-job-"  # then the worker's process id
+log = logging.getLogger("graphsvc.ingester")
+FOLDER_PREFIX = "graphsvc-job-"  # then the ingesting process's id
 MAX_ATTEMPTS = 3  # a job whose ingest was cut off this often fails instead of being tried again
 
 
@@ -53,7 +53,14 @@ class LeaseLost(Exception):
     """Another replica took the lease while this one was ingesting: its work must not count."""
 
 
-class IngestWorker:
+def start_ingester(settings: Settings) -> JobIngester:
+    """Start ingesting ended jobs in the background, until `stop()`."""
+    ingester = JobIngester(settings)
+    ingester.start()
+    return ingester
+
+
+class JobIngester:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.url = settings.resolved_database_url()
@@ -66,7 +73,7 @@ class IngestWorker:
 
     def start(self) -> None:
         remove_orphaned_folders()
-        self.thread = threading.Thread(target=self.run, name="ingest-worker", daemon=True)
+        self.thread = threading.Thread(target=self.run, name="ingester", daemon=True)
         self.thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -93,9 +100,9 @@ class IngestWorker:
                     return
                 except Exception as exc:
                     if is_store_busy(exc):  # a `graphsvc ingest` holds SQLite's write lock
-                        log.info("the store is busy with another write; the worker waits")
+                        log.info("the store is busy with another write; the ingester waits")
                     else:
-                        log.exception("the ingest worker failed; it tries again")
+                        log.exception("the ingester failed; it tries again")
                     worked = False
                 if not worked:
                     await asyncio.to_thread(self.stopping.wait, self.settings.ingest_poll_seconds)
@@ -227,8 +234,8 @@ class IngestWorker:
 
 
 def remove_orphaned_folders() -> None:
-    """Remove the job folders of worker processes that died mid-ingest (kill -9): each is
-    the size of its job."""
+    """Remove the job folders of processes that died mid-ingest (kill -9): each is the size
+    of its job."""
     for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
         pid = folder.name.removeprefix(FOLDER_PREFIX).partition("-")[0]
         if pid.isdigit() and not process_exists(int(pid)):

@@ -1,6 +1,6 @@
 """File-upload jobs, as the reference server runs them: start a job, send it files (one per
-request), end it; the job is then queued, and a replica's worker (`graphsvc.worker`) ingests
-it through the same path as `graphsvc ingest`.
+request), end it; the job is then queued, and a replica's ingester (`uploads.ingester`)
+ingests it through the same path as `graphsvc ingest`.
 
 A caller holding `graphdb/Read` sees every job; any other uploader (Upload-Only) sees its own.
 A job takes files and is ended by the user who started it, or by one with `auth/ManageUsers`.
@@ -8,23 +8,19 @@ A job takes files and is ended by the user who started it, or by one with `auth/
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO
 
 from graphsvc import wire
-from graphsvc.access import ANY_USER, Caller
-from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.accounts.permissions import MANAGE_USERS, READ_GRAPH, Caller
+from graphsvc.errors import bad_request, not_found
 from graphsvc.logs import audit
-from graphsvc.service import Page
 from graphsvc.store import uploads
 from graphsvc.store.db import Connection
-from graphsvc.store.paging import SortKey
+from graphsvc.store.paging import Page, SortKey
 
-UPLOAD = "graphdb/Write"  # the reference server's permission for its file-upload routes
-READ_GRAPH = "graphdb/Read"
 # Content types a file may be sent as (the reference's list), and the kind of file each is.
 ACCEPTED_TYPES = {
     "application/json": ".json",
@@ -33,7 +29,6 @@ ACCEPTED_TYPES = {
     "application/zip-compressed": ".zip",
 }
 CHUNK_BYTES = 1024 * 1024  # a row of uploaded bytes: 1 GiB is 1,024 rows
-FILE_NAME = re.compile(r"""filename\*?=(?:UTF-8'')?"?([^";]+)"?""", re.IGNORECASE)
 STATUS_NAMES = {
     uploads.RUNNING: "Running",
     uploads.COMPLETE: "Complete",
@@ -53,35 +48,7 @@ class UploadedBody:
     name: str | None  # as the client named it (Content-Disposition), if it did
 
 
-def accepted_content_type(header: str | None) -> str:
-    """The media type of an upload, or a 415 naming the accepted ones."""
-    media_type = (header or "").partition(";")[0].strip().lower()
-    if media_type not in ACCEPTED_TYPES:
-        raise ApiError(
-            415,
-            f"Content-Type {media_type or '(none)'!r} is not accepted; send one of "
-            f"{', '.join(ACCEPTED_TYPES)}",
-            "Content-Type",
-            {"Connection": "close"},  # the body is not read
-        )
-    return media_type
-
-
-def file_name(content_disposition: str | None, content_type: str) -> str | None:
-    """The name a client gave its file (Content-Disposition's filename), cut to its last
-    path segment, with the extension its content type calls for."""
-    found = FILE_NAME.search(content_disposition or "")
-    if found is None:
-        return None
-    name = re.split(r"[/\\]", found.group(1).strip())[-1]
-    name = "".join(c for c in name if c.isprintable())[:200].strip(". ")
-    if not name:
-        return None
-    suffix = ACCEPTED_TYPES[content_type]
-    return name if name.lower().endswith(suffix) else name + suffix
-
-
-def describe_job(job: uploads.JobRow, files: Sequence[uploads.FileRow]) -> wire.FileUploadJob:
+def build_job(job: uploads.JobRow, files: Sequence[uploads.FileRow]) -> wire.FileUploadJob:
     return wire.FileUploadJob(
         id=job.id,
         created_at=job.created_at,
@@ -109,7 +76,7 @@ async def answer_job(
     """The job as it stands now (its row changed under this transaction), with its files."""
     job = await uploads.find_job(conn, job_id)
     assert job is not None
-    return wire.FileUploadJobResponse(describe_job(job, files))
+    return wire.FileUploadJobResponse(build_job(job, files))
 
 
 def sees_every_job(caller: Caller) -> bool:
@@ -121,7 +88,7 @@ async def get_own_job(conn: Connection, caller: Caller, job_id: int) -> uploads.
     another user's job is not shown to a caller who may not act on it."""
     job = await uploads.find_job(conn, job_id, lock=True)
     if job is None or (
-        job.user_id != caller.principal.user_id and ANY_USER not in caller.permissions
+        job.user_id != caller.principal.user_id and MANAGE_USERS not in caller.permissions
     ):
         raise not_found(f"no file-upload job {job_id}", "file_upload_job_id")
     return job
@@ -141,7 +108,7 @@ async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJ
     now = datetime.now(UTC)
     job = await uploads.insert_job(conn, caller.principal.user_id, now)
     audit("upload.started", f"file-upload job {job.id} started", job_id=job.id, user_id=job.user_id)
-    return wire.FileUploadJobResponse(describe_job(job, []))
+    return wire.FileUploadJobResponse(build_job(job, []))
 
 
 async def store_upload(
@@ -208,7 +175,7 @@ async def list_upload_jobs(
     )
     files = await uploads.list_job_files(conn, [j.id for j in jobs])
     return wire.PagedFileUploadJobs(
-        total, page.skip, page.limit, [describe_job(j, files[j.id]) for j in jobs]
+        total, page.skip, page.limit, [build_job(j, files[j.id]) for j in jobs]
     )
 
 
