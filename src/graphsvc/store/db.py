@@ -326,6 +326,13 @@ class SQLiteConnection:
         )
 
 
+def roll_back(raw: sqlite3.Connection) -> None:
+    """Roll back, if a transaction is still open: an interrupted write (a cancelled request
+    or a stopped ingest) has SQLite roll the whole transaction back itself."""
+    if raw.in_transaction:
+        raw.execute("ROLLBACK")
+
+
 class SQLiteDatabase:
     dialect: Dialect = "sqlite"
 
@@ -393,7 +400,7 @@ class SQLiteDatabase:
             try:
                 yield conn
             except BaseException:
-                await asyncio.shield(conn.run(raw.execute, "ROLLBACK"))
+                await asyncio.shield(conn.run(roll_back, raw))
                 raise
             await conn.execute("COMMIT")
 
