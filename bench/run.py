@@ -70,7 +70,7 @@ def prepare(environment: dict[str, str], work: Path, users: int) -> dict[str, An
     """The demo (every operation's identifiers) plus a generated domain for a bigger graph."""
     from shapes import LargeDomain
 
-    demo = json.loads(graphsvc(["demo", "--json"], environment))
+    demo: dict[str, Any] = json.loads(graphsvc(["demo", "--json"], environment))
     shape = LargeDomain(
         "BENCH.LOCAL",
         "S-1-5-21-700-700-700",

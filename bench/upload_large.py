@@ -58,7 +58,9 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "graphsvc", "db", "upgrade"], env=environment, check=True)
     keys = KeyBox(FERNET_KEY.encode())
 
-    async def tokens(conn: Connection) -> tuple[tokens.CreatedToken, tokens.CreatedToken]:
+    async def create_tokens(
+        conn: Connection,
+    ) -> tuple[tokens.CreatedToken, tokens.CreatedToken]:
         await users.create_user(conn, "collector", "Upload-Only", None, False)
         await users.create_user(conn, "reader", "Read-Only", None, False)
         return (
@@ -66,7 +68,7 @@ def run_store(folder: Path, work: Path, url: str) -> dict[str, Any]:
             await tokens.create_user_token(conn, keys, "reader"),
         )
 
-    uploader, reader = asyncio.run(run_in_transaction(url, tokens))
+    uploader, reader = asyncio.run(run_in_transaction(url, create_tokens))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(

@@ -77,7 +77,9 @@ def main() -> None:
             try:
                 time.sleep(1)
                 wrk(port, script, args.connections, 2, core=None)  # warm up
-                figures = wrk(port, script, args.connections, args.duration, core=None)
+                figures: dict[str, Any] = dict(
+                    wrk(port, script, args.connections, args.duration, core=None)
+                )
                 figures["peak_rss_mb_per_worker"] = [
                     peak_rss_mb(pid) for pid in worker_pids(process.pid)
                 ]

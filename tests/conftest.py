@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import io
 import logging
 import os
@@ -15,10 +16,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import argon2
 import asyncpg
@@ -70,6 +71,25 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TEST_FERNET_KEY = "u9mJ5cDdQzF0bT0hC1a1m2Yc6QeCq3tYwVn4o7kXy8A="
 
 
+# The files whose tests take seconds each (played quickstarts, served replicas, forked
+# workers), collected first: xdist hands tests out in collection order, so the run's tail is
+# the many short tests, which the workers finish together.
+SLOW_FILES = (
+    "test_quickstart.py",
+    "test_workers.py",
+    "test_upload_replicas.py",
+    "test_shutdown.py",
+    "test_ratelimit.py",
+    "test_login_throttle.py",
+    "test_replicas.py",
+    "test_reference_sdk.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in SLOW_FILES)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Secrets hashed in tests take argon2's cheapest parameters: a hash carries its own, so a
     login verifies one in microseconds in any process, instead of 0.2 s of CPU each."""
@@ -110,43 +130,80 @@ async def admin_sql(*statements: str) -> None:
 
 
 class Templates:
-    """Migrated once per session; each test gets a copy."""
+    """Per test process, two templates on each store, each made when first asked for: the
+    migrated schema, and the schema with the demo dataset loaded. Each test gets a copy."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.sqlite_template = folder / "template.sqlite3"
-        self.postgres_template: str | None = None
+        self.sqlite_templates: dict[str, Path] = {}
+        self.postgres_templates: dict[str, str] = {}
         self.postgres_error: str | None = None
         self.created: list[str] = []
-        upgrade_schema(f"sqlite:///{self.sqlite_template}")
+        self.demos: dict[str, DemoResult] = {}  # what loading the demo answered, by store
 
-    def sqlite_copy(self, target: Path) -> str:
-        shutil.copy(self.sqlite_template, target)
+    def sqlite_template(self, kind: str) -> Path:
+        if kind not in self.sqlite_templates:
+            path = self.folder / f"{kind}.sqlite3"
+            if kind == "demo":
+                shutil.copy(self.sqlite_template("schema"), path)
+                self.load_demo(f"sqlite:///{path}", "sqlite")
+            else:
+                upgrade_schema(f"sqlite:///{path}")
+            self.sqlite_templates[kind] = path
+        return self.sqlite_templates[kind]
+
+    def sqlite_copy(self, target: Path, kind: str = "schema") -> str:
+        shutil.copy(self.sqlite_template(kind), target)
         return f"sqlite:///{target}"
 
-    def postgres_copy(self) -> str:
-        if self.postgres_template is None and self.postgres_error is None:
+    def postgres_template(self, kind: str) -> str:
+        if self.postgres_error is None and not self.postgres_templates:
             self.postgres_error = postgres_reachable()
-            if self.postgres_error is None:
-                name = f"graphsvc_tpl_{os.getpid()}"
-                asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"))
-                upgrade_schema(with_database(POSTGRES_URL, name))
-                self.postgres_template = name
         if self.postgres_error is not None:
             message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {self.postgres_error}"
             if REQUIRE_SERVICES:
                 pytest.fail(message)
             pytest.skip(message)
+        if kind not in self.postgres_templates:
+            name = f"graphsvc_tpl_{kind}_{os.getpid()}"
+            made = f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"
+            if kind == "demo":
+                made = (made[0], f"{made[1]} TEMPLATE {self.postgres_template('schema')}")
+            asyncio.run(admin_sql(*made))
+            self.postgres_templates[kind] = name
+            url = with_database(POSTGRES_URL, name)
+            if kind == "demo":
+                self.load_demo(url, "postgresql")
+            else:
+                upgrade_schema(url)
+        return self.postgres_templates[kind]
+
+    def postgres_copy(self, kind: str = "schema") -> str:
+        template = self.postgres_template(kind)
         name = f"graphsvc_t_{os.getpid()}_{uuid.uuid4().hex[:10]}"
-        asyncio.run(admin_sql(f"CREATE DATABASE {name} TEMPLATE {self.postgres_template}"))
+        asyncio.run(admin_sql(f"CREATE DATABASE {name} TEMPLATE {template}"))
         self.created.append(name)
         return with_database(POSTGRES_URL, name)
 
+    def drop_postgres_copy(self, url: str) -> None:
+        name = url.rpartition("/")[2]
+        asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        self.created.remove(name)
+
+    def load_demo(self, url: str, store: str) -> None:
+        keys = KeyBox(TEST_FERNET_KEY.encode())
+        self.demos[store] = asyncio.run(
+            run_in_transaction(url, lambda conn: create_demo(conn, keys, DEMO_SECRET))
+        )
+
     def drop_all(self) -> None:
-        if self.postgres_template is None:
-            return
-        names = [*self.created, self.postgres_template]
-        asyncio.run(admin_sql(*(f"DROP DATABASE IF EXISTS {n} WITH (FORCE)" for n in names)))
+        """The templates, and any copy a test made without the `database_url` fixture."""
+        names = [*self.created, *self.postgres_templates.values()]
+        if names:
+            asyncio.run(admin_sql(*(f"DROP DATABASE IF EXISTS {n} WITH (FORCE)" for n in names)))
+
+
+DEMO_SECRET = "demo-secret-0123"
 
 
 # Every secret the tests give out by name; no log line of the whole run may hold one.
@@ -212,10 +269,25 @@ def redis_url() -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, templates: Templates, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return templates.sqlite_copy(tmp_path / "graphsvc.sqlite3")
-    return templates.postgres_copy()
+def store(request: pytest.FixtureRequest) -> str:
+    """Which store the test runs on: every test that takes a database runs on both."""
+    param: str = request.param
+    return param
+
+
+@pytest.fixture
+def database_url(
+    request: pytest.FixtureRequest, store: str, templates: Templates, tmp_path: Path
+) -> str:
+    """A fresh migrated database; with the demo loaded when the test asks for `demo_env`."""
+    kind = "demo" if "demo_env" in request.fixturenames else "schema"
+    if store == "sqlite":
+        return templates.sqlite_copy(tmp_path / "graphsvc.sqlite3", kind)
+    url = templates.postgres_copy(kind)
+    # Dropped when the test ends, while the other workers still run tests: dropped together
+    # at the end of the run, a worker's databases took 14-18 s with nothing else to do.
+    request.addfinalizer(lambda: templates.drop_postgres_copy(url))
+    return url
 
 
 # --- OpenAPI validation -------------------------------------------------------------------
@@ -306,11 +378,13 @@ class Env:
         self,
         method: str,
         path: str,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str | bytes] | None = None,
         content: bytes | None = None,
         validate: bool = True,
     ) -> httpx.Response:
-        response = self.client.request(method, path, headers=headers or {}, content=content)
+        # Values may be bytes (raw header bytes a test sends), which httpx takes as they are.
+        sent = cast(Mapping[str, str], headers or {})
+        response = self.client.request(method, path, headers=sent, content=content)
         assert response.headers.get("requestid"), "every response carries RequestID"
         if validate:
             check_against_openapi(method, path.split("?", 1)[0], response)
@@ -336,7 +410,7 @@ class Env:
         self,
         uri: str,
         token: tokens.CreatedToken | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str | bytes] | None = None,
     ) -> httpx.Response:
         """A GET signed with the admin token (or `token`) over the exact URI sent."""
         return self.request(
@@ -372,7 +446,10 @@ def free_port() -> int:
 def server_environment(database_url: str, folder: Path, **settings: str) -> dict[str, str]:
     """GRAPHSVC_* variables for a process of the test's own: this store, the test's keys, and
     any settings given by name (header_timeout_seconds="1")."""
+    temporary = folder / "tmp"  # its own: a process clears the dead processes' job folders
+    temporary.mkdir(parents=True, exist_ok=True)
     return {
+        "TMPDIR": str(temporary),
         "GRAPHSVC_DATABASE_URL": database_url,
         "GRAPHSVC_DATA_DIR": str(folder / "data"),
         "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
@@ -382,15 +459,21 @@ def server_environment(database_url: str, folder: Path, **settings: str) -> dict
 
 
 @contextlib.contextmanager
-def served(environment: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A `graphsvc serve` process of the test's own with these GRAPHSVC_* variables; yields
-    its base URL and the process once /health answers, and stops it afterwards."""
+def served(
+    environment: dict[str, str],
+    *arguments: str,
+    preexec_fn: Callable[[], None] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A `graphsvc serve` process of the test's own with these GRAPHSVC_* variables (and
+    any further `serve` arguments); yields its base URL and the process once /health
+    answers, and stops it afterwards. `preexec_fn` runs in the child before it starts."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)],
+        [sys.executable, "-m", "graphsvc", "serve", "--port", str(port), *arguments],
         env={**os.environ, "GRAPHSVC_LOG_LEVEL": "warning", **environment},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -402,6 +485,8 @@ def served(environment: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[
                 pass
             assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
             time.sleep(0.05)
+        else:
+            raise AssertionError(f"{base}/health did not answer 200 within 20 s")
         yield base, process
     finally:
         process.terminate()
@@ -451,9 +536,12 @@ def env(make_env: Callable[..., Env]) -> Env:
 
 
 @pytest.fixture
-def demo_env(make_env: Callable[..., Env]) -> tuple[Env, DemoResult]:
-    """The demo dataset, with the demo's Administrator token as the env's token."""
+def demo_env(
+    make_env: Callable[..., Env], templates: Templates, store: str
+) -> tuple[Env, DemoResult]:
+    """The demo dataset (a copy of its template), with the demo's Administrator token as the
+    env's token."""
     made = make_env()
-    result = made.run_in_transaction(lambda conn: create_demo(conn, made.keys, "demo-secret-0123"))
+    result = copy.deepcopy(templates.demos[store])
     made.token = tokens.CreatedToken(result.token_id, result.token_key, None)
     return made, result

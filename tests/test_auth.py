@@ -6,14 +6,18 @@ import base64
 import hashlib
 import hmac
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import jwt
 import pytest
+from starlette.testclient import TestClient
 
+from graphsvc.api.app import create_app
 from graphsvc.crypto import sign_request
 from graphsvc.store.db import Connection
-from tests.conftest import Env
+from tests.conftest import Env, make_settings
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 SAML = "/api/v2/saml/providers/1"
@@ -58,7 +62,9 @@ def test_signature_without_the_query_is_rejected_by_default(env: Env) -> None:
     assert message(response) == "invalid signature or unknown token id"
 
 
-def test_path_only_signatures_when_the_compatibility_setting_is_on(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_path_only_signatures_when_the_compatibility_setting_is_on(
+    make_env: Callable[..., Env],
+) -> None:
     env = make_env(sdk_compatibility=True)
     env.create_admin()
     headers = env.signed_headers("GET", AGG.split("?")[0])
@@ -111,7 +117,7 @@ def test_request_date_in_utc_with_fraction(env: Env) -> None:
 
 
 def test_request_date_in_another_offset_only_under_the_compatibility_setting(
-    make_env,  # type: ignore[no-untyped-def]
+    make_env: Callable[..., Env],
 ) -> None:
     stamp = datetime.now(timezone(timedelta(hours=-5))).isoformat(timespec="seconds")
     strict = make_env()
@@ -147,7 +153,7 @@ def test_a_captured_request_with_its_unsigned_tail_rewritten_is_refused(
 
 
 def test_a_replay_outside_the_wider_window_is_refused_under_the_compatibility_setting(
-    make_env,  # type: ignore[no-untyped-def]
+    make_env: Callable[..., Env],
 ) -> None:
     env = make_env(accept_local_time_signatures=True)
     env.create_admin()
@@ -374,7 +380,7 @@ def remove_user(env: Env, name: str) -> None:
     env.run_in_transaction(remove)
 
 
-def test_token_records_are_reused_within_the_cache_time(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_token_records_are_reused_within_the_cache_time(make_env: Callable[..., Env]) -> None:
     env = make_env(token_cache_seconds=600)
     token = env.user_with_token("leaver", "User")
     assert env.get(AGG, token=token).status_code == 200
@@ -383,7 +389,7 @@ def test_token_records_are_reused_within_the_cache_time(make_env) -> None:  # ty
     assert env.get(AGG, token=env.user_with_token("other", "User")).status_code == 200
 
 
-def test_a_removed_user_is_refused_once_the_cache_time_passes(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_removed_user_is_refused_once_the_cache_time_passes(make_env: Callable[..., Env]) -> None:
     env = make_env(token_cache_seconds=0.3)
     token = env.user_with_token("leaver", "User")
     assert env.get(AGG, token=token).status_code == 200
@@ -392,12 +398,25 @@ def test_a_removed_user_is_refused_once_the_cache_time_passes(make_env) -> None:
     assert env.get(AGG, token=token).status_code == 401
 
 
-def test_jwts_survive_a_restart_with_generated_keys(make_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Secrets generated into the data directory are reused by the next process."""
-    from graphsvc.settings import Settings
+def test_jwts_survive_a_restart_with_generated_keys(database_url: str, tmp_path: Path) -> None:
+    """Secrets generated into the data directory are reused by the next process: a session
+    opened before a restart is still good after it."""
+    settings = make_settings(tmp_path, database_url).model_copy(
+        update={"data_dir": tmp_path / "keys", "jwt_secret": None, "token_encryption_key": None}
+    )
 
-    first = Settings(data_dir=tmp_path / "keys")
-    second = Settings(data_dir=tmp_path / "keys")
-    assert first.resolved_jwt_secret() == second.resolved_jwt_secret()
-    assert first.resolved_token_encryption_key() == second.resolved_token_encryption_key()
+    def started() -> Env:
+        return Env(settings.model_copy(), TestClient(create_app(settings)))
+
+    first = started()
+    with first.client:
+        first.create_admin()
+        session = first.login()
+    second = started()
+    with second.client:
+        answer = second.request(
+            "GET", "/api/v2/self", headers={"Authorization": f"Bearer {session}"}
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["data"]["principal_name"] == "admin"
     assert (tmp_path / "keys" / "jwt-signing.key").stat().st_mode & 0o777 == 0o600

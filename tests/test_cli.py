@@ -187,7 +187,7 @@ def test_client_create_and_edition(cli: Callable[..., Result], make_env) -> None
     assert community.exit_code == 1 and "Enterprise edition" in community.stderr
 
 
-def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path, make_env) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
     for i in range(2):
@@ -202,8 +202,8 @@ def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path, ma
 
 
 def test_ingest_errors_name_the_file_and_write_nothing(
-    cli: Callable[..., Result], tmp_path: Path, make_env
-) -> None:  # type: ignore[no-untyped-def]
+    cli: Callable[..., Result], tmp_path: Path, make_env: Callable[..., Env]
+) -> None:
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps({"graph": {"nodes": [{"id": "a", "kinds": ["A"]}]}}))
     bad.write_text(json.dumps({"graph": {"nodes": [{"id": "b"}]}}))
@@ -384,7 +384,7 @@ def test_ingest_reports_progress_as_plain_lines_off_a_terminal(
     assert f"reading {tmp_path / 'a.json'} (" in result.stderr
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_second_ingest_on_sqlite_exits_1_with_one_line(
     cli: Callable[..., Result], database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 
 from bench.bulk import bulk_insert_aggregations
 from bench.shapes import AggregationHistory
+from graphsvc.demo.dataset import DemoResult
 from graphsvc.store import data_quality
 from graphsvc.store.db import Connection, run_in_transaction
 from graphsvc.store.migrate import alembic_config, upgrade_schema
@@ -47,7 +51,7 @@ def seed_aggregations(
     return base
 
 
-def values(body: dict) -> list[float]:
+def values(body: dict[str, Any]) -> list[float]:
     return [row["metric_value"] for row in body["data"]]
 
 
@@ -185,7 +189,7 @@ def test_missing_environment_kind_message(env: Env) -> None:
     assert message == "missing required query parameter: schema_environment_kind_id"
 
 
-def test_max_limit_is_a_setting(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_max_limit_is_a_setting(make_env: Callable[..., Env]) -> None:
     env = make_env(max_limit=50)
     env.create_admin()
     assert env.get(f"{AGG}?schema_environment_kind_id=8&limit=50").status_code == 200
@@ -244,7 +248,7 @@ def test_unknown_tenant_is_404_and_known_tenant_outside_window_is_empty(env: Env
     assert quiet.status_code == 200 and quiet.json()["data"] == [] and quiet.json()["count"] == 0
 
 
-def test_tenant_known_only_as_a_graph_node_is_200(demo_env) -> None:  # type: ignore[no-untyped-def]
+def test_tenant_known_only_as_a_graph_node_is_200(demo_env: tuple[Env, DemoResult]) -> None:
     env, result = demo_env
 
     async def drop_stats(conn: Connection) -> None:
@@ -289,7 +293,7 @@ def test_a_long_generated_history_answers_by_its_window(env: Env) -> None:
     assert everything["count"] == 5000
 
 
-def test_upgrading_counts_the_batches_stored_before(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_upgrading_counts_the_batches_stored_before(tmp_path: Path) -> None:
     """Migration 0008 counts the aggregation rows already stored, run by run, so that the
     totals of windows over an older history stay right."""
     url = f"sqlite:///{tmp_path / 'old.sqlite3'}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from bench.bulk import bulk_insert_graph
 from bench.shapes import ScaleGraph
@@ -13,7 +14,7 @@ FILE01, APP01, WS03, DC01 = sid(1300), sid(1301), sid(1304), sid(1000)
 URL = "/api/v2/computers/{}/dcom-rights"
 
 
-def names(response_json: dict) -> list[str]:
+def names(response_json: dict[str, Any]) -> list[str]:
     return [entry["name"] for entry in response_json["data"]]
 
 

@@ -3,7 +3,10 @@ signed and with a JWT."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from graphsvc.demo.dataset import DemoResult
+from graphsvc.store.db import Connection
 from tests.conftest import Env
 
 
@@ -63,13 +66,14 @@ def test_aggregations_match_the_ingested_graph(demo_env: tuple[Env, DemoResult])
     newest = max(r["created_at"] for r in rows)
     latest = {r["metric_name"]: r["metric_value"] for r in rows if r["created_at"] == newest}
 
-    async def count(conn, kind):  # type: ignore[no-untyped-def]
-        return await conn.fetchval(
+    async def count(conn: Connection, kind: str) -> int:
+        found: int = await conn.fetchval(
             "SELECT count(*) FROM node_kinds nk JOIN kinds k ON k.id = nk.kind_id "
             "WHERE k.name = $1",
             kind,
         )
+        return found
 
     for kind in ("User", "Group", "Computer", "Domain"):
-        assert latest[kind] == env.run_in_transaction(lambda conn, k=kind: count(conn, k)), kind
+        assert latest[kind] == env.run_in_transaction(partial(count, kind=kind)), kind
     assert latest["ExecuteDCOM"] == 6

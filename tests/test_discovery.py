@@ -6,6 +6,7 @@ validated against the OpenAPI document, on both stores."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_lists_of_providers_clients_and_extensions(demo_env: tuple[Env, DemoResu
     assert set(demo.environment_kind_ids) == kinds
 
 
-def test_client_list_is_enterprise_only(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_client_list_is_enterprise_only(make_env: Callable[..., Env]) -> None:
     env = make_env(edition="community")
     env.create_admin()
     assert env.get("/api/v2/clients").status_code == 404

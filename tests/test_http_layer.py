@@ -1,10 +1,12 @@
 """The HTTP layer of a served process: protocol errors answered with the JSON error body,
-headers that trickle in (slowloris) cut off, a cap on open connections, the open-file limit
-raised, and a request body that stalls answered 408."""
+headers that trickle in (slowloris) cut off, on a new connection and between the requests
+of a kept-alive one, a cap on open connections, the open-file limit raised, and a request
+body that stalls answered 408. One served process (SQLite) answers the module's tests."""
 
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import time
 from collections.abc import Iterator
@@ -12,21 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import served, server_environment
+from tests.conftest import Templates, served, server_environment
 
-pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+LIMITS = {"header_timeout_seconds": "1", "body_timeout_seconds": "1", "max_connections": "40"}
 
 
-@pytest.fixture
-def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
-    environment = server_environment(
-        database_url,
-        tmp_path,
-        header_timeout_seconds="1",
-        body_timeout_seconds="1",
-        max_connections="40",
-    )
-    with served(environment) as (base, process):
+@pytest.fixture(scope="module")
+def server(
+    templates: Templates, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, int, int]]:
+    folder = tmp_path_factory.mktemp("http-layer")
+    database_url = templates.sqlite_copy(folder / "graphsvc.sqlite3")
+    with served(server_environment(database_url, folder, **LIMITS)) as (base, process):
         host, port = base.removeprefix("http://").split(":")
         yield host, int(port), process.pid
 
@@ -85,10 +84,27 @@ def test_headers_that_trickle_in_are_cut_off(server: tuple[str, int, int]) -> No
             s.close()
     for answer in answers:
         json_error(answer, 408)
-    # The server still serves, and a slow client between requests is on the clock too.
+    # The server still serves.
     assert exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[
         :12
     ] == (b"HTTP/1.1 200")
+
+
+def test_headers_that_trickle_in_between_kept_alive_requests_are_cut_off(
+    server: tuple[str, int, int],
+) -> None:
+    """The header timer starts again for each request of a kept-alive connection: the
+    second request's headers, never finished, are a 408 after the 1 s timeout (well before
+    uvicorn's 5 s keep-alive timeout would close the connection)."""
+    with socket.create_connection(server[:2], timeout=3) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        started = time.monotonic()
+        answer = s.recv(65536)
+        waited = time.monotonic() - started
+    json_error(answer, 408)
+    assert waited < 2.5, waited
 
 
 def test_connections_past_the_cap_are_refused_with_503(server: tuple[str, int, int]) -> None:
@@ -108,11 +124,28 @@ def test_connections_past_the_cap_are_refused_with_503(server: tuple[str, int, i
     ] == (b"HTTP/1.1 200")
 
 
-def test_the_open_file_limit_is_raised_to_the_hard_limit(server: tuple[str, int, int]) -> None:
-    limits = Path(f"/proc/{server[2]}/limits").read_text()
+def lower_the_open_file_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LOWERED_SOFT_LIMIT, hard))
+
+
+LOWERED_SOFT_LIMIT = 256
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit(
+    templates: Templates, tmp_path: Path
+) -> None:
+    """Started with a soft limit below the hard one, the server raises it to the hard one."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= LOWERED_SOFT_LIMIT:
+        pytest.skip(f"the hard open-file limit ({hard}) leaves nothing to raise")
+    database_url = templates.sqlite_copy(tmp_path / "graphsvc.sqlite3")
+    environment = server_environment(database_url, tmp_path)
+    with served(environment, preexec_fn=lower_the_open_file_limit) as (_, process):
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
     line = next(row for row in limits.splitlines() if row.startswith("Max open files"))
-    soft, hard = line.split()[3:5]
-    assert soft == hard
+    soft, served_hard = line.split()[3:5]
+    assert (int(soft), int(served_hard)) == (hard, hard)
 
 
 def test_a_body_that_stalls_is_408(server: tuple[str, int, int]) -> None:

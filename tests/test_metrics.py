@@ -4,6 +4,7 @@ counts are there, and the text parses with prometheus_client's own parser."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,7 +27,7 @@ def test_metrics_are_off_by_default(env: Env) -> None:
     assert response.status_code == 404 and "GRAPHSVC_METRICS" in response.text
 
 
-def test_metrics_count_a_known_mix_of_requests(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_count_a_known_mix_of_requests(make_env: Callable[..., Env]) -> None:
     env = make_env(metrics="open", rate_limit_per_second=1, rate_limit_burst=2)
     env.create_admin()
     statuses = [env.get(AGG).status_code for _ in range(2)]
@@ -52,7 +53,7 @@ def test_metrics_count_a_known_mix_of_requests(make_env) -> None:  # type: ignor
     assert found[("graphsvc_redis_fallback", ())] == 0
 
 
-def test_metrics_behind_a_token(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_behind_a_token(make_env: Callable[..., Env]) -> None:
     env = make_env(metrics="token", metrics_token="scrape-token-0123456789")
     assert env.request("GET", "/metrics").status_code == 401
     wrong = env.request("GET", "/metrics", {"Authorization": "Bearer nope"})
@@ -61,7 +62,7 @@ def test_metrics_behind_a_token(make_env) -> None:  # type: ignore[no-untyped-de
     assert right.status_code == 200 and "graphsvc_requests_total" in right.text
 
 
-def test_metrics_show_the_ingest_runs_of_the_store(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_show_the_ingest_runs_of_the_store(make_env: Callable[..., Env]) -> None:
     from tests.conftest import FIXTURES, ingest
 
     env = make_env(metrics="open")

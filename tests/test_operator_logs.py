@@ -11,8 +11,9 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -100,7 +101,9 @@ def test_audit_events_name_what_happened(env: Env, lines: io.StringIO) -> None:
     assert ("auth.forbidden", "permission auth/ManageProviders is required") in seen
 
 
-def test_a_rate_limited_client_is_an_audit_event(make_env, lines: io.StringIO) -> None:  # type: ignore[no-untyped-def]
+def test_a_rate_limited_client_is_an_audit_event(
+    make_env: Callable[..., Env], lines: io.StringIO
+) -> None:
     env = make_env(rate_limit_per_second=1, rate_limit_burst=0)
     env.create_admin()
     statuses = [env.get(AGG).status_code for _ in range(4)]
@@ -146,7 +149,9 @@ def test_no_secret_reaches_any_log_line(
         assert secret not in text  # ...and no secret is in them
 
 
-def test_readiness_reports_the_database_and_redis(make_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_readiness_reports_the_database_and_redis(
+    make_env: Callable[..., Env], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from graphsvc.api import probes
     from tests.conftest import free_port
 
@@ -163,10 +168,10 @@ def test_readiness_reports_the_database_and_redis(make_env, monkeypatch) -> None
     assert env.request("GET", "/ready").status_code == 503
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_the_start_line_masks_the_password_and_weaker_settings_warn(
-    database_url: str, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+    database_url: str, tmp_path: Path
+) -> None:
     from tests.conftest import served, server_environment
 
     with_password = database_url.replace("postgres@", "postgres:hunter2@", 1)

@@ -41,7 +41,7 @@ def replicas(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[list
         yield bases
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_replicas_share_one_limit_and_one_session_store(
     replicas: list[str], database_url: str
 ) -> None:

@@ -4,7 +4,7 @@ server flooded with large bodies keeps its memory."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def test_a_declared_length_over_the_limit_is_413_before_anything_is_read(env: En
     assert env.request("GET", AGG, signed, content=body).status_code == 413
 
 
-def test_a_streamed_body_is_cut_at_the_limit(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_a_streamed_body_is_cut_at_the_limit(make_env: Callable[..., Env]) -> None:
     env = make_env(max_body_bytes=100)
     read: list[int] = []
 
@@ -65,7 +65,7 @@ def send_large_body(base: str, megabytes: int) -> bytes:
         return s.recv(65536)
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_eight_large_bodies_at_once_leave_the_server_memory_flat(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ Env), and never a 500."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import parse_qs, quote
 
 import pytest
@@ -59,7 +60,7 @@ def paths(demo: DemoResult) -> st.SearchStrategy[str]:
     )
 
 
-@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
 def test_any_signed_query_gets_a_documented_answer(demo_env: tuple[Env, DemoResult]) -> None:
     env, demo = demo_env
 
@@ -76,7 +77,7 @@ def test_any_signed_query_gets_a_documented_answer(demo_env: tuple[Env, DemoResu
     check()
 
 
-@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
 def test_any_credentials_get_a_documented_answer(env: Env) -> None:
     uri = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 
@@ -106,8 +107,8 @@ JSON_VALUES = st.recursive(
 )
 
 
-@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
-def test_any_login_body_gets_a_documented_answer(make_env) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
+def test_any_login_body_gets_a_documented_answer(make_env: Callable[..., Env]) -> None:
     env = make_env(login_failures_per_minute=100_000)
     env.create_admin()
     import json

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
 
 from graphsvc.accounts import saml
+from graphsvc.demo.dataset import DemoResult
 from tests.conftest import Env
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -48,7 +50,7 @@ def test_saml_provider_with_derived_sp_uris(env: Env) -> None:
     datetime.fromisoformat(data["created_at"])
 
 
-def test_sp_uris_use_the_public_url_setting(make_env) -> None:  # type: ignore[no-untyped-def]
+def test_sp_uris_use_the_public_url_setting(make_env: Callable[..., Env]) -> None:
     env = make_env(public_url="https://graph.example.com/")
     env.create_admin()
     provider_id = create_provider(env, "entra")
@@ -87,7 +89,7 @@ def test_duplicate_provider_names_are_refused(env: Env) -> None:
 # --- clients ----------------------------------------------------------------------------
 
 
-def test_demo_client_with_events_token_job_and_results(demo_env) -> None:  # type: ignore[no-untyped-def]
+def test_demo_client_with_events_token_job_and_results(demo_env: tuple[Env, DemoResult]) -> None:
     env, result = demo_env
     response = env.get(f"/api/v2/clients/{result.client_ids[0]}")
     assert response.status_code == 200
@@ -117,7 +119,7 @@ def test_demo_client_with_events_token_job_and_results(demo_env) -> None:  # typ
     assert client["current_task"]["id"] == 0 and client["current_task"]["client_id"] == ZERO_UUID
 
 
-def test_idle_client_has_zero_valued_job_and_task(demo_env) -> None:  # type: ignore[no-untyped-def]
+def test_idle_client_has_zero_valued_job_and_task(demo_env: tuple[Env, DemoResult]) -> None:
     env, result = demo_env
     client = env.get(f"/api/v2/clients/{result.client_ids[1]}").json()["data"]
     assert client["events"] == [] and client["last_checkin"] == ZERO_TIME
@@ -129,7 +131,7 @@ def test_idle_client_has_zero_valued_job_and_task(demo_env) -> None:  # type: ig
     assert client["token"]["key"] == "********"
 
 
-def test_no_token_key_is_ever_read_back(demo_env) -> None:  # type: ignore[no-untyped-def]
+def test_no_token_key_is_ever_read_back(demo_env: tuple[Env, DemoResult]) -> None:
     env, result = demo_env
     text = env.get(f"/api/v2/clients/{result.client_ids[0]}").text
     assert result.token_key not in text
@@ -142,7 +144,7 @@ def test_no_token_key_is_ever_read_back(demo_env) -> None:  # type: ignore[no-un
     assert all(key not in text for key in env.run_in_transaction(keys))
 
 
-def test_client_id_is_case_insensitive(demo_env) -> None:  # type: ignore[no-untyped-def]
+def test_client_id_is_case_insensitive(demo_env: tuple[Env, DemoResult]) -> None:
     env, result = demo_env
     assert env.get(f"/api/v2/clients/{result.client_ids[0].upper()}").status_code == 200
 

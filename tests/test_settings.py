@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from graphsvc.settings import Settings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -23,10 +25,21 @@ def test_every_setting_is_documented_with_its_docstring() -> None:
         assert field.description and field.description in row, name
 
 
-def test_settings_come_from_prefixed_environment_variables(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_settings_come_from_prefixed_environment_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("GRAPHSVC_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("GRAPHSVC_EDITION", "community")
     monkeypatch.setenv("GRAPHSVC_MAX_WAIT_SECONDS", "90")
     settings = Settings()
     assert settings.edition == "community" and settings.max_wait_seconds == 90
     assert settings.resolved_database_url() == f"sqlite:///{tmp_path / 'graphsvc.sqlite3'}"
+
+
+@pytest.mark.parametrize("variable", ["GRAPHSVC_INGESTER", "GRAPHSVC_INGEST_WORKER"])
+def test_the_ingester_is_turned_off_by_its_name_or_its_former_one(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    assert Settings().ingester
+    monkeypatch.setenv(variable, "false")
+    assert not Settings().ingester

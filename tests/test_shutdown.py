@@ -20,7 +20,7 @@ from graphsvc.store.db import run_in_transaction
 from tests.conftest import served, server_environment
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_sigterm_lets_a_request_under_way_finish(database_url: str, tmp_path: Path) -> None:
     with served(server_environment(database_url, tmp_path)) as (base, process):
         host, port = base.removeprefix("http://").split(":")

@@ -51,7 +51,7 @@ def running_probes(url: str) -> list[str]:
         try:
             rows = await conn.fetch(
                 "SELECT state FROM pg_stat_activity WHERE query LIKE $1 AND pid <> "
-                "pg_backend_pid()",
+                "pg_backend_pid() AND datname = current_database()",  # not another test's
                 f"%{MARKER}%",
             )
         finally:

@@ -143,7 +143,7 @@ def test_tokens_on_the_command_line(env: Env) -> None:
     assert bad.exit_code == 1 and "--expires-in" in bad.stderr
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_a_token_revoked_on_one_replica_is_refused_by_another(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,7 +118,7 @@ def fingerprint(database_url: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_two_replicas_share_one_job_and_ingest_it_once(database_url: str, tmp_path: Path) -> None:
     client = Client(create_uploader(database_url))
     files = sorted(V6.glob("*.json"))
@@ -151,7 +150,7 @@ def large_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
 def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothing(
     database_url: str, tmp_path: Path, large_collection: Path
 ) -> None:
@@ -175,7 +174,7 @@ def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothi
         process.wait(10)
     assert fetch(database_url, "SELECT count(*) FROM nodes") == [(0,)], "nothing half-written"
 
-    orphaned = list(Path(tempfile.gettempdir()).glob(f"graphsvc-job-{process.pid}-*"))
+    orphaned = list(Path(environment["TMPDIR"]).glob(f"graphsvc-job-{process.pid}-*"))
     assert orphaned, "the killed worker left the job's files in its folder"
     with served(environment) as (base, _):  # a replica that lives: it takes the job over
         job = client.wait(base, job_id)
@@ -200,7 +199,7 @@ def vm_hwm_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_a_large_body_streams_through_the_signature_check(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -232,7 +231,7 @@ def test_a_large_body_streams_through_the_signature_check(
     assert fetch(database_url, "SELECT count(*) FROM file_upload_chunks") == [(64 + 1,)]
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_the_upload_command_sends_a_folder_and_follows_the_job(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -282,7 +281,7 @@ def test_the_upload_command_sends_a_folder_and_follows_the_job(
         assert "HTTP 401: invalid signature or unknown token id" in wrong.stderr
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
     database_url: str, tmp_path: Path
 ) -> None:

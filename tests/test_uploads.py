@@ -16,6 +16,7 @@ import pytest
 from graphsvc.accounts import tokens
 from graphsvc.accounts.permissions import WRITE_GRAPH
 from graphsvc.api.routes import OPERATIONS
+from graphsvc.store import db
 from graphsvc.store.db import Connection
 from graphsvc.uploads.ingester import JobIngester
 from tests.conftest import FIXTURES, Env, ingest
@@ -338,10 +339,11 @@ def test_upload_responses_follow_the_reference_envelopes(
     }
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
-    make_env: Callable[..., Env],
+    make_env: Callable[..., Env], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 300)  # the busy answer in 0.3 s, not 10
     env = make_env(ingest_poll_seconds=0.05)
     env.create_admin()
     job_id = upload(env, env.token, json_files(V6))

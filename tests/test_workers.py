@@ -42,7 +42,7 @@ def children_of(pid: int) -> list[int]:
     return [int(child) for child in found]
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_two_workers_share_one_port_and_one_rate_limit(
     database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
@@ -95,7 +95,7 @@ def test_two_workers_share_one_port_and_one_rate_limit(
             process.wait()
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_several_workers_without_redis_are_refused_while_limits_are_on(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -119,7 +119,7 @@ def test_several_workers_without_redis_are_refused_while_limits_are_on(
     assert wrong.returncode == 1 and "--workers 'many' must be a number" in wrong.stderr
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> None:
     environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
     port = free_port()
