@@ -108,6 +108,29 @@ def postgres_reachable() -> str | None:
     return None
 
 
+def refuse_without_service(service: str, url: str, problem: str) -> None:
+    """Skip the test, or in CI (or with GRAPHSVC_TEST_REQUIRE_SERVICES) fail it."""
+    message = f"{service} at {url} is not reachable: {problem}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def require_postgres() -> None:
+    """For a test that makes PostgreSQL databases of its own."""
+    problem = postgres_reachable()
+    if problem is not None:
+        refuse_without_service("PostgreSQL", POSTGRES_URL, problem)
+
+
+def peak_memory_kib(pid: int) -> int:
+    """The most memory the process has held (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
 def redis_reachable() -> str | None:
     async def probe() -> None:
         client = Redis.from_url(REDIS_URL, connect_timeout=2)
@@ -160,10 +183,7 @@ class Templates:
         if self.postgres_error is None and not self.postgres_templates:
             self.postgres_error = postgres_reachable()
         if self.postgres_error is not None:
-            message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {self.postgres_error}"
-            if REQUIRE_SERVICES:
-                pytest.fail(message)
-            pytest.skip(message)
+            refuse_without_service("PostgreSQL", POSTGRES_URL, self.postgres_error)
         if kind not in self.postgres_templates:
             name = f"graphsvc_tpl_{kind}_{os.getpid()}"
             made = f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"
@@ -255,10 +275,7 @@ def redis_url() -> str:
     """A Redis database of its own, emptied before the test."""
     problem = redis_reachable()
     if problem is not None:
-        message = f"Redis at {REDIS_URL} is not reachable: {problem}"
-        if REQUIRE_SERVICES:
-            pytest.fail(message)
-        pytest.skip(message)
+        refuse_without_service("Redis", REDIS_URL, problem)
 
     async def flush() -> None:
         client = Redis.from_url(REDIS_URL)
@@ -398,13 +415,7 @@ class Env:
         date: datetime | None = None,
         body: bytes = b"",
     ) -> dict[str, str]:
-        token = token or self.token
-        stamp = (date or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
-        return {
-            "Authorization": f"svcsignature {token.id}",
-            "RequestDate": stamp,
-            "Signature": sign_request(token.key, method, uri, stamp, body),
-        }
+        return signed_headers(token or self.token, method, uri, date, body)
 
     def get(
         self,
@@ -417,18 +428,39 @@ class Env:
             "GET", uri, {**self.signed_headers("GET", uri, token), **(headers or {})}
         )
 
-    def login(self, username: str = "admin", secret: str = "admin-secret") -> str:
-        response = self.request(
-            "POST",
-            "/api/v2/login",
-            content=(
-                b'{"login_method": "secret", "username": "%s", "secret": "%s"}'
-                % (username.encode(), secret.encode())
-            ),
+    def send_login(
+        self, username: str, secret: str, headers: Mapping[str, str] | None = None
+    ) -> httpx.Response:
+        body = b'{"login_method": "secret", "username": "%s", "secret": "%s"}' % (
+            username.encode(),
+            secret.encode(),
         )
+        return self.request("POST", "/api/v2/login", headers, content=body)
+
+    def login(self, username: str = "admin", secret: str = "admin-secret") -> str:
+        """A session's JWT; the login must succeed."""
+        response = self.send_login(username, secret)
         assert response.status_code == 200, response.text
         jwt: str = response.json()["data"]["session_token"]
         return jwt
+
+
+def signed_headers(
+    token: tokens.CreatedToken,
+    method: str,
+    uri: str,
+    date: datetime | str | None = None,
+    body: bytes = b"",
+) -> dict[str, str]:
+    """The three headers of a request signed with `token`, dated now, at `date`, or with
+    `date` as the RequestDate text itself (to send offsets and forms as written)."""
+    if not isinstance(date, str):
+        date = (date or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+    return {
+        "Authorization": f"svcsignature {token.id}",
+        "RequestDate": date,
+        "Signature": sign_request(token.key, method, uri, date, body),
+    }
 
 
 def ingest(env: Env, *paths: Path) -> IngestResult:

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from graphsvc.api.app import create_app
 from graphsvc.crypto import sign_request
 from graphsvc.store.db import Connection
-from tests.conftest import Env, make_settings
+from tests.conftest import Env, make_settings, signed_headers
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 SAML = "/api/v2/saml/providers/1"
@@ -103,11 +103,7 @@ def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
 
 
 def signed_at(env: Env, stamp: str) -> dict[str, str]:
-    return {
-        "Authorization": f"svcsignature {env.token.id}",
-        "RequestDate": stamp,
-        "Signature": sign_request(env.token.key, "GET", AGG, stamp, b""),
-    }
+    return signed_headers(env.token, "GET", AGG, stamp)
 
 
 def test_request_date_in_utc_with_fraction(env: Env) -> None:

@@ -23,7 +23,7 @@ from tests.conftest import (
     TEST_FERNET_KEY,
     Env,
     admin_sql,
-    postgres_reachable,
+    require_postgres,
     with_database,
 )
 
@@ -499,8 +499,7 @@ def test_files_holding_secrets_are_private_under_an_ordinary_umask(tmp_path: Pat
 
 
 def test_a_missing_postgresql_database_is_created_or_its_command_named(tmp_path: Path) -> None:
-    if postgres_reachable() is not None:
-        pytest.skip("PostgreSQL is not reachable")
+    require_postgres()
     name = f"graphsvc_new_{uuid.uuid4().hex[:10]}"
     role = f"graphsvc_weak_{uuid.uuid4().hex[:6]}"
     asyncio.run(admin_sql(f"CREATE ROLE {role} LOGIN NOCREATEDB"))

@@ -22,12 +22,7 @@ from tests.conftest import Env, served, server_environment
 
 
 def login(env: Env, username: str, secret: str, address: str = "") -> httpx.Response:
-    headers = {"X-Forwarded-For": address} if address else {}
-    body = b'{"login_method": "secret", "username": "%s", "secret": "%s"}' % (
-        username.encode(),
-        secret.encode(),
-    )
-    return env.request("POST", "/api/v2/login", headers=headers, content=body)
+    return env.send_login(username, secret, {"X-Forwarded-For": address} if address else {})
 
 
 def test_failed_logins_for_one_user_are_throttled_before_the_password_is_checked(

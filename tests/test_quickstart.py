@@ -18,9 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import POSTGRES_URL, admin_sql, free_port, postgres_reachable, with_database
+from tests.conftest import POSTGRES_URL, admin_sql, free_port, require_postgres, with_database
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -136,9 +134,7 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
 
 
 def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:
-    problem = postgres_reachable()
-    if problem is not None:
-        pytest.skip(f"PostgreSQL is not reachable: {problem}")
+    require_postgres()
     name = f"graphsvc_qs_{uuid.uuid4().hex[:10]}"
     url = with_database(POSTGRES_URL, name)
     folder = fresh_clone(tmp_path / "clone")

@@ -14,9 +14,9 @@ import httpx2 as httpx
 import pytest
 
 from graphsvc.accounts import tokens, users
-from graphsvc.crypto import KeyBox, sign_request
+from graphsvc.crypto import KeyBox
 from graphsvc.store.db import run_in_transaction
-from tests.conftest import TEST_FERNET_KEY, served
+from tests.conftest import TEST_FERNET_KEY, served, server_environment, signed_headers
 
 RATE, BURST = 20, 5
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -27,15 +27,13 @@ def replicas(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[list
     with contextlib.ExitStack() as stack:
         bases = []
         for i in range(2):
-            environment = {
-                "GRAPHSVC_DATABASE_URL": database_url,
-                "GRAPHSVC_REDIS_URL": redis_url,
-                "GRAPHSVC_RATE_LIMIT_PER_SECOND": str(RATE),
-                "GRAPHSVC_RATE_LIMIT_BURST": str(BURST),
-                "GRAPHSVC_JWT_SECRET": "replica-shared-jwt-secret-of-enough-length-0123456789",
-                "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
-                "GRAPHSVC_DATA_DIR": str(tmp_path / f"replica{i}"),  # no shared files
-            }
+            environment = server_environment(  # the keys shared, no files shared
+                database_url,
+                tmp_path / f"replica{i}",
+                redis_url=redis_url,
+                rate_limit_per_second=str(RATE),
+                rate_limit_burst=str(BURST),
+            )
             base, _ = stack.enter_context(served(environment))
             bases.append(base)
         yield bases
@@ -52,12 +50,7 @@ def test_replicas_share_one_limit_and_one_session_store(
         return await tokens.create_user_token(conn, keys, "admin")
 
     token = asyncio.run(run_in_transaction(database_url, admin))
-    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    headers = {
-        "Authorization": f"svcsignature {token.id}",
-        "RequestDate": date,
-        "Signature": sign_request(token.key, "GET", AGG, date, b""),
-    }
+    headers = signed_headers(token, "GET", AGG)
 
     with httpx.Client(timeout=10) as client:
 

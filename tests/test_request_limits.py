@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Env, served, server_environment
+from tests.conftest import Env, peak_memory_kib, served, server_environment
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 
@@ -38,13 +38,6 @@ def test_a_streamed_body_is_cut_at_the_limit(make_env: Callable[..., Env]) -> No
     assert "larger than 100 bytes" in response.json()["errors"][0]["message"]
     within = env.request("POST", "/api/v2/login", content=b'{"login_method": "secret"}')
     assert within.status_code == 400  # read, and refused for what it says
-
-
-def peak_memory_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM in /proc")
 
 
 def send_large_body(base: str, megabytes: int) -> bytes:

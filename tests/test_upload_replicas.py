@@ -20,9 +20,16 @@ import pytest
 
 from bench.shapes import LargeDomain
 from graphsvc.accounts import tokens, users
-from graphsvc.crypto import KeyBox, body_signer, encode_signature, sign_request
+from graphsvc.crypto import KeyBox, body_signer, encode_signature
 from graphsvc.store.db import Connection, run_in_transaction
-from tests.conftest import FIXTURES, TEST_FERNET_KEY, served, server_environment
+from tests.conftest import (
+    FIXTURES,
+    TEST_FERNET_KEY,
+    peak_memory_kib,
+    served,
+    server_environment,
+    signed_headers,
+)
 
 V6 = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
 JOBS = "/api/v2/file-upload"
@@ -36,12 +43,7 @@ class Client:
         self.token = token
 
     def headers(self, method: str, uri: str, body: bytes = b"") -> dict[str, str]:
-        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return {
-            "Authorization": f"svcsignature {self.token.id}",
-            "RequestDate": date,
-            "Signature": sign_request(self.token.key, method, uri, date, body),
-        }
+        return signed_headers(self.token, method, uri, body=body)
 
     def call(self, base: str, method: str, uri: str) -> Any:
         response = httpx.request(method, base + uri, headers=self.headers(method, uri), timeout=30)
@@ -192,13 +194,6 @@ def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothi
     assert fingerprint(database_url) == fingerprint(clean)
 
 
-def vm_hwm_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM")
-
-
 @pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_a_large_body_streams_through_the_signature_check(
     database_url: str, tmp_path: Path
@@ -214,11 +209,11 @@ def test_a_large_body_streams_through_the_signature_check(
     environment = server_environment(database_url, tmp_path, ingester="false")
     with served(environment) as (base, process):
         job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
-        before = vm_hwm_kb(process.pid)
+        before = peak_memory_kib(process.pid)
         sent = client.send(base, job_id, big)
         assert sent.status_code == 202, sent.text
         assert sent.json()["data"]["total_bytes"] == big.stat().st_size
-        assert vm_hwm_kb(process.pid) - before < 40 * 1024
+        assert peak_memory_kib(process.pid) - before < 40 * 1024
 
         uri = f"{JOBS}/{job_id}"
         headers = {

@@ -14,27 +14,9 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from tests.conftest import free_port, server_environment
+from tests.conftest import free_port, served, server_environment
 
 RATE, BURST = 20, 5
-
-
-def start_workers(environment: dict[str, str], port: int, workers: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "graphsvc", "serve", "--port", str(port), "--workers", workers],
-        env={**os.environ, "GRAPHSVC_LOG_LEVEL": "warning", **environment},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    for _ in range(400):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-        time.sleep(0.05)
-    raise AssertionError("serve --workers did not start")
 
 
 def children_of(pid: int) -> list[int]:
@@ -54,16 +36,14 @@ def test_two_workers_share_one_port_and_one_rate_limit(
         rate_limit_burst=str(BURST),
         metrics="open",
     )
-    port = free_port()
-    process = start_workers(environment, port, "2")
-    try:
+    with served(environment, "--workers", "2") as (base, process):
         workers = children_of(process.pid)
         assert len(workers) == 2
         # Each scrape on a new connection, and each worker counts the scrapes it answered:
         # from one worker the counts seen would rise by one each time.
         seen = []
         for _ in range(40):
-            scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            scrape = httpx.get(f"{base}/metrics", timeout=5).text
             prefix = 'graphsvc_requests_total{operation="Metrics",status="200"}'
             found = [x.split()[-1] for x in scrape.splitlines() if x.startswith(prefix)]
             seen.append(float(found[0]) if found else 0.0)
@@ -74,7 +54,7 @@ def test_two_workers_share_one_port_and_one_rate_limit(
 
         def send(i: int) -> int:
             # A connection of its own each: the kernel hands it to either worker.
-            return httpx.get(f"http://127.0.0.1:{port}/api/v2/self", timeout=10).status_code
+            return httpx.get(f"{base}/api/v2/self", timeout=10).status_code
 
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
@@ -89,10 +69,6 @@ def test_two_workers_share_one_port_and_one_rate_limit(
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -122,9 +98,7 @@ def test_several_workers_without_redis_are_refused_while_limits_are_on(
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> None:
     environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
-    port = free_port()
-    process = start_workers(environment, port, "2")
-    try:
+    with served(environment, "--workers", "2") as (base, process):
         first, second = children_of(process.pid)
         os.kill(first, signal.SIGKILL)
         deadline = time.monotonic() + 20
@@ -135,7 +109,4 @@ def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> No
             time.sleep(0.1)
         assert len(now) == 2 and second in now and first not in now
         for _ in range(10):
-            assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+            assert httpx.get(f"{base}/health", timeout=5).status_code == 200
