@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+import msgspec
 import pytest
 
+from graphsvc import wire
 from graphsvc.accounts import saml
 from graphsvc.demo.dataset import DemoResult
+from graphsvc.store.accounts import TOKEN_FIELDS
 from tests.conftest import Env
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -162,3 +165,12 @@ def test_client_id_rules(env: Env, raw: str, status: int) -> None:
     response = env.get(f"/api/v2/clients/{raw}")
     assert response.status_code == status
     assert response.json()["errors"][0]["context"] == "client_id"
+
+
+def test_the_collection_flags_and_token_columns_are_the_wire_shapes() -> None:
+    """The store's column lists follow the structs they fill, field for field."""
+    for struct in (wire.ClientEvent, wire.Job):
+        flags = tuple(f.name for f in msgspec.structs.fields(struct) if f.type is bool)
+        assert flags == wire.COLLECTION_FLAGS, struct.__name__
+    shown = tuple(f.name for f in msgspec.structs.fields(wire.TokenFields) if f.name != "key")
+    assert shown == TOKEN_FIELDS

@@ -99,6 +99,7 @@ NODE_SORT = ("name", "objectid", "label")
 BY_NAME = (SortKey("name", False), SortKey("objectid", False))
 PAGE = Paging(default_limit=1000)
 JOB_SORT = tuple(store_uploads.JOB_SORT_COLUMNS)
+USER_ID = PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid)
 JOB_ID = PathParameter(
     "file_upload_job_id", "job_id", "File-upload job id", INT32_SCHEMA, parse_path_int32
 )
@@ -464,7 +465,7 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.UserResponse,
         READ_ERRORS,
         permission=MANAGE_USERS,
-        parameters=(PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid),),
+        parameters=(USER_ID,),
     ),
     Operation(
         "PATCH",
@@ -477,7 +478,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),
-            PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid),
+            USER_ID,
         ),
         request_body=wire.UserUpdate,
         writes=True,
@@ -493,7 +494,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),
-            PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid),
+            USER_ID,
         ),
         writes=True,
     ),
@@ -508,7 +509,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),
-            PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid),
+            USER_ID,
         ),
         request_body=wire.UserSecret,
         writes=True,

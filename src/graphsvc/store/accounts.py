@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from graphsvc import wire
 from graphsvc.store.db import Connection, Row
@@ -139,36 +140,42 @@ async def insert_token(
     )
 
 
-TOKEN_COLUMNS = """id, created_at, updated_at, deleted_at, user_id, name, hmac_method,
-    last_access, expires_at"""  # noqa: S105 - column names, not a secret
+# What every token shows, in wire.TokenFields' order (its key only masked, never read):
+# a user's token adds expires_at, a client's created_by.
+TOKEN_FIELDS = (
+    "id",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+    "user_id",
+    "name",
+    "hmac_method",
+    "last_access",
+)
+TOKEN_COLUMNS = ", ".join([*TOKEN_FIELDS, "expires_at"])
 TOKEN_SORT_COLUMNS = {"created_at": "created_at", "name": "name", "last_access": "last_access"}
 
 
+def token_fields(row: Row) -> dict[str, Any]:
+    """The TOKEN_FIELDS columns of a row as wire.TokenFields' keywords."""
+    token_id, created_at, updated_at, deleted_at, user_id, name, hmac_method, last_access = row
+    return {
+        "id": token_id,
+        "created_at": created_at,
+        "updated_at": updated_at,
+        "deleted_at": wire.null_time(deleted_at),
+        "user_id": wire.null_uuid(user_id),
+        "name": wire.null_string(name),
+        "key": wire.MASKED_KEY,
+        "hmac_method": hmac_method,
+        "last_access": last_access,
+    }
+
+
 def token_from_row(row: Row) -> wire.AuthToken:
-    """A token as the API shows it: never its key."""
-    (
-        token_id,
-        created_at,
-        updated_at,
-        deleted_at,
-        user_id,
-        name,
-        hmac_method,
-        last_access,
-        expires_at,
-    ) = row
-    return wire.AuthToken(
-        id=token_id,
-        created_at=created_at,
-        updated_at=updated_at,
-        deleted_at=wire.null_time(deleted_at),
-        user_id=wire.null_uuid(user_id),
-        name=wire.null_string(name),
-        key=wire.MASKED_KEY,
-        hmac_method=hmac_method,
-        last_access=last_access,
-        expires_at=wire.null_time(expires_at),
-    )
+    """A user's token as the API shows it: never its key."""
+    *shared, expires_at = row
+    return wire.AuthToken(**token_fields(shared), expires_at=wire.null_time(expires_at))
 
 
 async def list_user_tokens(

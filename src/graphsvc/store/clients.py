@@ -10,14 +10,14 @@ from typing import Any
 import msgspec
 
 from graphsvc import wire
+from graphsvc.store.accounts import TOKEN_FIELDS, token_fields
 from graphsvc.store.db import Connection, Row, in_list, list_param
 from graphsvc.store.paging import fetch_page
 
 FLAG_COLUMNS = ", ".join(wire.COLLECTION_FLAGS)
 ou_refs = msgspec.json.Decoder(list[wire.OUReference])
 domain_refs = msgspec.json.Decoder(list[wire.DomainReference])
-TOKEN_COLUMNS = """t.id, t.created_at, t.updated_at, t.deleted_at, t.user_id, t.name,
-    t.hmac_method, t.last_access, t.created_by"""  # noqa: S105 - column names, not a secret
+TOKEN_COLUMNS = ", ".join(f"t.{column}" for column in (*TOKEN_FIELDS, "created_by"))
 FLAG_COUNT = len(wire.COLLECTION_FLAGS)
 
 
@@ -103,29 +103,8 @@ def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
 
 def client_token(row: Row) -> wire.ClientToken:
     """A client's token from TOKEN_COLUMNS, its key masked."""
-    (
-        token_id,
-        created_at,
-        updated_at,
-        deleted_at,
-        user_id,
-        name,
-        hmac_method,
-        last_access,
-        created_by,
-    ) = row
-    return wire.ClientToken(
-        id=token_id,
-        created_at=created_at,
-        updated_at=updated_at,
-        deleted_at=wire.null_time(deleted_at),
-        user_id=wire.null_uuid(user_id),
-        name=wire.null_string(name),
-        key=wire.MASKED_KEY,
-        hmac_method=hmac_method,
-        last_access=last_access,
-        created_by=wire.null_uuid(created_by),
-    )
+    *shared, created_by = row
+    return wire.ClientToken(**token_fields(shared), created_by=wire.null_uuid(created_by))
 
 
 async def find_jobs(conn: Connection, job_ids: list[int], client_name: str) -> dict[int, wire.Job]:
