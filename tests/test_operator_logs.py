@@ -63,6 +63,7 @@ def test_the_request_id_is_the_same_in_header_body_and_log(env: Env, lines: io.S
     assert line["request_id"] == request_id and line["status"] == 404
     assert line["path"] == "/api/v2/saml/providers/999" and line["method"] == "GET"
     assert line["token_id"] == env.token.id and line["error_context"] == "saml_provider_id"
+    assert line["error_code"] == "not_found"
     assert isinstance(line["duration_ms"], float) and line["client"]
 
 
@@ -96,6 +97,9 @@ def test_audit_events_name_what_happened(env: Env, lines: io.StringIO) -> None:
     assert names.count("login") == 2 and "logout" in names
     failed = next(e for e in events(lines) if e["event"] == "login.failed")
     assert failed["user"] == "admin" and failed["reason"] == "invalid username or secret"
+    assert failed["code"] == "login"
+    codes = {e.get("error_code") for e in events(lines) if str(e["event"]).startswith("auth.")}
+    assert {"signature_or_unknown_token", "stale_date", "permission_missing"} <= codes
     assert ("auth.failed", "invalid signature or unknown token id") in seen
     assert any(e == "auth.failed" and "stale RequestDate" in str(r) for e, r in seen)
     assert ("auth.forbidden", "permission auth/ManageProviders is required") in seen
@@ -109,7 +113,7 @@ def test_a_rate_limited_client_is_an_audit_event(
     statuses = [env.get(AGG).status_code for _ in range(4)]
     assert 429 in statuses
     limited = [e for e in events(lines) if e["event"] == "rate_limited"]
-    assert limited and limited[0]["status"] == 429
+    assert limited and limited[0]["status"] == 429 and limited[0]["error_code"] == "rate_limited"
 
 
 def test_account_changes_on_the_command_line_are_audited(env: Env, lines: io.StringIO) -> None:
