@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from graphsvc.settings import Settings
+from graphsvc.settings import Settings, describe_settings_error
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -43,3 +44,13 @@ def test_the_ingester_is_turned_off_by_its_name_or_its_former_one(
     assert Settings().ingester
     monkeypatch.setenv(variable, "false")
     assert not Settings().ingester
+
+
+@pytest.mark.parametrize("variable", ["GRAPHSVC_INGESTER", "GRAPHSVC_INGEST_WORKER"])
+def test_a_bad_value_is_named_by_the_variable_that_holds_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "maybe")
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    assert describe_settings_error(raised.value).startswith(f"{variable}='maybe': ")

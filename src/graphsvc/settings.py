@@ -221,11 +221,21 @@ def describe_settings_error(error: ValidationError) -> str:
             parts.append(message)
             continue
         name = str(problem["loc"][0])
-        variable = name.upper()
-        if not variable.startswith("GRAPHSVC_"):  # an alias is the variable's whole name
-            variable = f"GRAPHSVC_{variable}"
+        variable = variable_of(name)
         shown = "(hidden)" if name in SECRET_SETTINGS else repr(problem.get("input"))
         if name == "database_url" and isinstance(problem.get("input"), str):
             shown = repr(redact_url(problem["input"]))
         parts.append(f"{variable}={shown}: {message}")
     return "; ".join(parts)
+
+
+def variable_of(name: str) -> str:
+    """The environment variable a setting was read from: the former name, when that is the
+    one set (pydantic names the first of a field's aliases whichever was given)."""
+    field = Settings.model_fields.get(name)
+    choices = getattr(field.validation_alias, "choices", []) if field is not None else []
+    for choice in choices:
+        if isinstance(choice, str) and choice.startswith("GRAPHSVC_") and choice in os.environ:
+            return choice
+    variable = name.upper()
+    return variable if variable.startswith("GRAPHSVC_") else f"GRAPHSVC_{variable}"

@@ -29,7 +29,7 @@ from graphsvc.api.ratelimit import (
     too_many_requests,
 )
 from graphsvc.api.routes import OPERATIONS, Operation
-from graphsvc.api.upload_body import receive_upload
+from graphsvc.api.upload_body import accepted_content_type, receive_upload
 from graphsvc.api.web import (
     Endpoint,
     Receive,
@@ -277,8 +277,12 @@ class App:
                 )
             if op.upload:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
-                    parse_prefer(request.headers.get("prefer"), self.settings)  # a bad one: 400
-                    identity = await receive_upload(request, spool, self.auth, self.db)
+                    # What the headers alone refuse is refused before the body is read.
+                    content_type = accepted_content_type(request.headers.get("content-type"))
+                    parse_prefer(request.headers.get("prefer"), self.settings)
+                    identity = await receive_upload(
+                        request, spool, content_type, self.auth, self.db
+                    )
                     async with connect() as conn:
                         body, wait = await self.run_operation(op, conn, request, identity, decoder)
             else:

@@ -45,12 +45,11 @@ def file_name(content_disposition: str | None, content_type: str) -> str | None:
 
 
 async def receive_upload(
-    request: Request, spool: IO[bytes], auth: Authenticator, db: Database
+    request: Request, spool: IO[bytes], content_type: str, auth: Authenticator, db: Database
 ) -> Identity:
-    """Check what the headers can tell (content type, credentials), then receive the body
+    """Authenticate from the headers, then receive the body (of `content_type`, accepted)
     into `spool`, checking a signed request's signature as it arrives; it answers for nothing
     until the whole body has arrived and the signature holds. Sets `request.upload`."""
-    content_type = accepted_content_type(request.headers.get("content-type"))
     async with db.reading() as conn:
         found = await auth.authenticate_headers(conn, request)
     if isinstance(found, Identity):

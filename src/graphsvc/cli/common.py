@@ -30,8 +30,12 @@ STOP_GRACE_SECONDS = 5.0
 
 
 def fail(message: str) -> None:
-    click.echo(f"graphsvc: error: {message}", err=True)
+    print_error(message)
     sys.exit(1)
+
+
+def print_error(message: str) -> None:
+    click.echo(f"graphsvc: error: {message}", err=True)
 
 
 def load_settings() -> Settings:
@@ -104,7 +108,9 @@ async def run_stoppable(url: str, work: Callable[[database.Connection], Awaitabl
 
 
 def leave() -> None:
-    click.echo(f"graphsvc: error: {INTERRUPTED}", err=True)
+    """Exit at once: a SystemExit here would send asyncio.run's cleanup to wait on the
+    stuck statement too."""
+    print_error(INTERRUPTED)
     sys.stderr.flush()
     os._exit(1)
 
