@@ -221,6 +221,11 @@ def test_content_types_and_the_size_cap(make_env: Callable[..., Env]) -> None:
     assert wrong.status_code == 415
     assert "application/json, application/zip" in wrong.json()["errors"][0]["message"]
     assert post(env, uri, env.token, b"{}").status_code == 415  # no type: which is it?
+    # The content type is judged before the Prefer header, as each from the headers alone.
+    both = post(env, uri, env.token, b"{}", {"Content-Type": "text/plain", "Prefer": "soon"})
+    assert both.status_code == 415
+    bad_wait = post(env, uri, env.token, b"{}", {"Content-Type": "application/json", "Prefer": "x"})
+    assert bad_wait.status_code == 400
     big = post(env, uri, env.token, b"x" * 1001, {"Content-Type": "application/json"})
     assert big.status_code == 413
     # A body sent in pieces without a declared length is cut off at the cap too.
