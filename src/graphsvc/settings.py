@@ -106,8 +106,14 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(10.0, gt=0)
     """Longest pause allowed while a request body arrives; else 408 and the request ends."""
 
+    body_min_bytes_per_second: int = Field(16 * 1024, ge=1)
+    """Past its first body_timeout_seconds, a request body must average this rate; else 408."""
+
     max_connections: int = Field(1000, ge=1)
     """Connections open at once per process (capped by the open-file limit); more get 503."""
+
+    max_connections_per_client: int = Field(100, ge=1)
+    """Connections one client address may hold open per process; more get 503; off behind proxies."""
 
     max_limit: int = Field(10000, ge=1)
     """Largest `limit` a paginated operation accepts; larger is a 400."""
@@ -147,6 +153,15 @@ class Settings(BaseSettings):
 
     db_pool_size: int = Field(8, ge=1)
     """Database connections each server process keeps open."""
+
+    db_acquire_timeout_seconds: float = Field(5.0, gt=0)
+    """Longest a request waits for a free database connection; then 503 with Retry-After."""
+
+    max_zip_entries: int = Field(100_000, ge=1)
+    """Entries one uploaded or ingested zip may hold; a larger archive is refused."""
+
+    max_ingest_documents: int = Field(200_000, ge=1)
+    """JSON documents one ingest (an upload job, `graphsvc ingest`) may read, zip entries counted."""
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of the server process (debug, info, warning, error)."""
