@@ -86,16 +86,17 @@ def test_schemes_are_case_insensitive_and_reference_alias_works(env: Env) -> Non
 @pytest.mark.parametrize(
     ("offset", "status"),
     [
-        (timedelta(hours=-1, minutes=-59), 200),
-        (timedelta(hours=-2, minutes=-1), 401),
+        (timedelta(hours=-1), 200),
+        (timedelta(hours=-2, seconds=-1), 401),
         (timedelta(days=-3), 401),
-        (timedelta(minutes=10), 200),
-        (timedelta(minutes=16), 401),
+        (timedelta(0), 200),
         (timedelta(days=1), 401),
     ],
 )
 def test_request_date_window(env: Env, offset: timedelta, status: int) -> None:
-    headers = env.signed_headers("GET", AGG, date=datetime.now(UTC) + offset)
+    """Dates from the start of the current hour; the frozen-clock test below has the edges."""
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    headers = env.signed_headers("GET", AGG, date=hour + offset)
     response = env.request("GET", AGG, headers)
     assert response.status_code == status
     if status == 401:
@@ -146,6 +147,46 @@ def test_a_captured_request_with_its_unsigned_tail_rewritten_is_refused(
     for tail in (rewrite_tail(stamp, now, shifted), rewrite_tail(stamp, now, "Z")):
         replayed = env.request("GET", AGG, {**captured, "RequestDate": tail})
         assert replayed.status_code == 401, tail
+
+
+class FrozenClock(datetime):
+    """datetime, with `now` fixed at 10:30 UTC (what `check_freshness` reads the time from)."""
+
+    @classmethod
+    def now(cls, tz=None):  # type: ignore[no-untyped-def]
+        return datetime(2026, 11, 24, 10, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("request_date", "refused"),
+    [
+        # Signed at 08:00, its unsigned minutes rewritten: the signed hour began 2 h 30 ago.
+        ("2026-11-24T08:59:59Z", "stale_date"),
+        ("2026-11-24T08:45:00Z", "stale_date"),
+        ("2026-11-24T09:00:00Z", None),  # 1 h 30 from the start of its hour
+        ("2026-11-24T10:59:59Z", None),  # its hour has begun
+        ("2026-11-24T11:00:00Z", "future_date"),  # 30 min ahead; at most 15 allowed
+    ],
+)
+def test_a_signed_request_ages_from_the_start_of_its_signed_hour(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request_date: str, refused: str | None
+) -> None:
+    """The max age bounds a replay from when the request was signed: no rewriting of the
+    unsigned minutes keeps a capture alive past two hours."""
+    from graphsvc.api import auth
+    from graphsvc.api.auth import Authenticator
+    from graphsvc.crypto import KeyBox
+    from graphsvc.errors import ApiError
+
+    monkeypatch.setattr(auth, "datetime", FrozenClock)
+    settings = make_settings(tmp_path, f"sqlite:///{tmp_path / 'unused.db'}")
+    checker = Authenticator(settings, b"jwt-key", KeyBox(settings.resolved_token_encryption_key()))
+    if refused is None:
+        checker.check_freshness(request_date)
+        return
+    with pytest.raises(ApiError) as raised:
+        checker.check_freshness(request_date)
+    assert raised.value.status == 401 and raised.value.code == refused
 
 
 def test_a_replay_outside_the_wider_window_is_refused_under_the_compatibility_setting(

@@ -113,7 +113,7 @@ class Settings(BaseSettings):
     """Connections open at once per process (capped by the open-file limit); more get 503."""
 
     max_connections_per_client: int = Field(100, ge=1)
-    """Connections one client address may hold open per process; more get 503; off behind proxies."""
+    """Connections one client address may hold open per process, with no proxy; more get 503."""
 
     max_limit: int = Field(10000, ge=1)
     """Largest `limit` a paginated operation accepts; larger is a 400."""
@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     """Entries one uploaded or ingested zip may hold; a larger archive is refused."""
 
     max_ingest_documents: int = Field(200_000, ge=1)
-    """JSON documents one ingest (an upload job, `graphsvc ingest`) may read, zip entries counted."""
+    """JSON documents one ingest (an upload job or `graphsvc ingest`) may read, zip entries too."""
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of the server process (debug, info, warning, error)."""

@@ -46,8 +46,15 @@ def signed_uri(request: Request) -> tuple[str, str]:
 
 @lru_cache(maxsize=1024)
 def parse_request_date(raw: str) -> tuple[datetime | None, timedelta | None]:
-    """A RequestDate's instant and offset; a client's requests within a second share one."""
-    return rfc3339(raw), rfc3339_offset(raw)
+    """The start of the hour a RequestDate's signed part names (see `check_freshness`), and
+    the date's offset; a client's requests within a second share one."""
+    instant, offset = rfc3339(raw), rfc3339_offset(raw)
+    if instant is None or offset is None:
+        return None, None
+    local = instant + offset  # its minutes and seconds as written
+    return instant - timedelta(
+        minutes=local.minute, seconds=local.second, microseconds=local.microsecond
+    ), offset
 
 
 class BodySignature:
@@ -87,11 +94,25 @@ class BodySignature:
             raise unauthorized(
                 "invalid signature or unknown token id", "signature_or_unknown_token"
             )
-        expires_at = self.credentials.expires_at
-        if expires_at is not None and expires_at <= datetime.now(UTC):
-            stamp = expires_at.isoformat().replace("+00:00", "Z")
-            raise unauthorized(f"API token expired at {stamp}; create a new one", "expired_token")
+        refuse_expired(self.credentials)
         return self.identity
+
+    def claimed_identity(self) -> Identity:
+        """Who the request says it is, before its body, and so its signature, can be checked:
+        an upload's token must be known and current before one byte of its body is stored.
+        (Unlike `verify`, this tells an unknown token id from a bad signature; ids are random
+        UUIDs, so knowing that one exists is of no use without its key.)"""
+        if self.identity is None or self.credentials is None:
+            raise unauthorized("unknown token id", "unknown_token")
+        refuse_expired(self.credentials)
+        return self.identity
+
+
+def refuse_expired(credentials: accounts.TokenCredentials) -> None:
+    expires_at = credentials.expires_at
+    if expires_at is not None and expires_at <= datetime.now(UTC):
+        stamp = expires_at.isoformat().replace("+00:00", "Z")
+        raise unauthorized(f"API token expired at {stamp}; create a new one", "expired_token")
 
 
 class CachedToken(NamedTuple):
@@ -209,13 +230,13 @@ class Authenticator:
 
     def check_freshness(self, raw_date: str) -> None:
         """The signature covers only the date's first 13 characters, its hour: whoever
-        captured a request can rewrite the minutes, seconds and offset. Judging the whole date
-        therefore bounds a replay only if the offset is bounded too: in UTC the rewritten date
-        stays within the signed hour, so a capture is good for at most the max age plus one
-        hour after it was signed; with accept_local_time_signatures, offsets from -12:00 to
-        +14:00 move it by up to 26 hours more."""
-        request_date, offset = parse_request_date(raw_date)
-        if request_date is None or offset is None:
+        captured a request can rewrite the minutes, seconds and offset. So the age is measured
+        from the start of the signed hour, which no rewriting moves: in UTC a capture is good
+        for at most the max age after it was signed. With accept_local_time_signatures the
+        offset is a replayer's to choose too, and offsets from -12:00 to +14:00 move the
+        signed hour by up to 26 hours more."""
+        signed_hour, offset = parse_request_date(raw_date)
+        if signed_hour is None or offset is None:
             raise unauthorized(
                 "malformed RequestDate header: expected an RFC 3339 date-time", "malformed_date"
             )
@@ -226,11 +247,11 @@ class Authenticator:
                 "RequestDate has an offset no time zone uses (-12:00 to +14:00)", "date_offset"
             )
         now = datetime.now(UTC)
-        if now - request_date > self.max_age:
+        if now - signed_hour > self.max_age:
             raise unauthorized(
                 "stale RequestDate: the signed request is too old (replay)", "stale_date"
             )
-        if request_date - now > self.max_future:
+        if signed_hour - now > self.max_future:
             raise unauthorized("RequestDate is too far in the future", "future_date")
 
     def authorize(self, identity: Identity, permission: str | None) -> accounts.Principal:
