@@ -289,7 +289,7 @@ def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
 
     def trickle(pause: float, stall_at: int | None = None) -> Iterator[bytes]:
         for i, part in enumerate(parts):
-            time.sleep(3 * pause if i == stall_at else pause)
+            time.sleep(2.0 if i == stall_at else pause)
             yield part
 
     with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
@@ -299,7 +299,7 @@ def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
         slow = httpx.post(base + uri, content=trickle(0.4), headers=headers, timeout=60)
         assert slow.status_code == 202, slow.text  # about 3 s in all, never 1 s without data
         stalled = httpx.post(
-            base + uri, content=trickle(0.5, stall_at=3), headers=headers, timeout=60
+            base + uri, content=trickle(0.25, stall_at=3), headers=headers, timeout=60
         )
         assert stalled.status_code == 408
         assert stalled.json()["errors"][0]["message"] == "the request body stalled for 1 s"

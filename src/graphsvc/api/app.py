@@ -58,6 +58,7 @@ from graphsvc.store.db import (
     DATABASE_ERRORS,
     Connection,
     Database,
+    NoFreeConnection,
     create_database,
     is_store_busy,
     redact_url,
@@ -75,7 +76,9 @@ class App:
     def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.settings = settings
         self.db = database or create_database(
-            settings.resolved_database_url(), settings.db_pool_size
+            settings.resolved_database_url(),
+            settings.db_pool_size,
+            settings.db_acquire_timeout_seconds,
         )
         self.auth = Authenticator(
             settings,
@@ -152,6 +155,15 @@ class App:
                 {"Retry-After": str(BUSY_RETRY_SECONDS)},
                 code="store_busy",
             )
+        if isinstance(exc, NoFreeConnection):
+            return ApiError(
+                503,
+                f"every database connection stayed in use for "
+                f"{self.settings.db_acquire_timeout_seconds:g} s; try again shortly",
+                "database",
+                {"Retry-After": str(NO_CONNECTION_RETRY_SECONDS)},
+                code="no_free_connection",
+            )
         log.exception("unhandled error in request %s", request_id)
         if isinstance(exc, DATABASE_ERRORS):
             return ApiError(500, "database error", "database", code="database_error")
@@ -217,7 +229,12 @@ class App:
             raise body_too_large(matched.max_body)
         scope[OPERATION] = matched.operation_ids["GET" if method == "HEAD" else method]
         request = Request(
-            scope, receive, path_params, matched.max_body, self.settings.body_timeout_seconds
+            scope,
+            receive,
+            path_params,
+            matched.max_body,
+            self.settings.body_timeout_seconds,
+            self.settings.body_min_bytes_per_second,
         )
         return await endpoint(request)
 
@@ -276,16 +293,25 @@ class App:
                     "edition",
                 )
             if op.upload:
+                # What the headers alone refuse is refused before one byte of the body is
+                # stored: the content type, Prefer, the caller, its permission and its right
+                # to the target (`op.admit`). Only the signature waits for the body.
+                content_type = accepted_content_type(request.headers.get("content-type"))
+                parse_prefer(request.headers.get("prefer"), self.settings)
+                async with self.db.reading() as conn:
+                    found = await self.auth.authenticate_headers(conn, request)
+                    identity = found if isinstance(found, Identity) else found.claimed_identity()
+                    arguments = self.admit_caller(op, request, identity)
+                    if op.admit is not None:
+                        await op.admit(conn, **arguments)
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
-                    # What the headers alone refuse is refused before the body is read.
-                    content_type = accepted_content_type(request.headers.get("content-type"))
-                    parse_prefer(request.headers.get("prefer"), self.settings)
-                    identity = await receive_upload(
-                        request, spool, content_type, self.auth, self.db
-                    )
+                    await receive_upload(request, spool, content_type, found)
                     async with connect() as conn:
                         body, wait = await self.run_operation(op, conn, request, identity, decoder)
             else:
+                # The whole body first: a client slow to send it must not hold a connection
+                # of the pool meanwhile.
+                await request.body()
                 async with connect() as conn:
                     identity = await self.auth.authenticate(conn, request)
                     body, wait = await self.run_operation(op, conn, request, identity, decoder)
@@ -307,19 +333,14 @@ class App:
         decoder: msgspec.json.Decoder[Any] | None,
     ) -> tuple[msgspec.Struct, int | None]:
         """The handler's answer, and the wait the request asked for (None: no limit)."""
-        request.scope[CALLER] = caller_fields(identity)
-        principal = self.auth.authorize(identity, op.permission)
-        request.caller = Caller(principal, identity.token_id, self.auth.permissions_of(principal))
+        arguments = self.admit_caller(op, request, identity)
         wait = limit = parse_prefer(request.headers.get("prefer"), self.settings)
         if limit is not None and request.upload is not None:
             limit += request.upload.size // UPLOAD_BYTES_PER_SECOND
-        arguments: dict[str, Any] = {}
         if decoder is not None:
             arguments["body"] = decode_json(decoder, await request.body(), "body")
-        for parameter in op.parameters:
-            value = parameter.parse(request, self.context)
-            if parameter.argument is not None:
-                arguments[parameter.argument] = value
+        if request.upload is not None:
+            arguments["upload"] = request.upload
         try:
             async with asyncio.timeout(limit):
                 body: msgspec.Struct = await op.handler(conn, **arguments)
@@ -328,6 +349,19 @@ class App:
             raise ApiError(
                 500, f"request timed out after {limit} seconds", "timeout", code="timeout"
             ) from None
+
+    def admit_caller(self, op: Operation, request: Request, identity: Identity) -> dict[str, Any]:
+        """Authorize the caller for `op` and read its parameters: the handler's arguments, but
+        for its body."""
+        request.scope[CALLER] = caller_fields(identity)
+        principal = self.auth.authorize(identity, op.permission)
+        request.caller = Caller(principal, identity.token_id, self.auth.permissions_of(principal))
+        arguments: dict[str, Any] = {}
+        for parameter in op.parameters:
+            value = parameter.parse(request, self.context)
+            if parameter.argument is not None:
+                arguments[parameter.argument] = value
+        return arguments
 
     def touch_token(self, identity: Identity) -> None:
         """Note the token's last access, after the answer and one write at a time: on SQLite
@@ -350,6 +384,7 @@ class App:
 
 
 BUSY_RETRY_SECONDS = 5
+NO_CONNECTION_RETRY_SECONDS = 1
 UNLIMITED = ("/health", "/ready", "/metrics")  # probes and scrapes, sent often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
 OPERATION = "graphsvc.operation"  # and the operationId it is

@@ -20,12 +20,16 @@ ERROR_STATUSES = {
     "403": "Authenticated, but without the permission the operation needs",
     "404": "No such entity",
     "405": "Method not allowed on this path",
-    "408": "The request body stalled",
+    "408": "The request body stalled, or arrived slower than the server's minimum rate",
     "413": "The request body is larger than the server accepts",
     "415": "The request body's Content-Type is not one the operation accepts",
     "429": "Rate limit exceeded",
     "500": "Unexpected error, or the request timed out",
-    "503": "The database is unreachable, or a SQLite store is busy with another write",
+    "503": (
+        "The database is unreachable, its connections all stayed in use, or a SQLite store "
+        "is busy with another write"
+    ),
+    "507": "The server's disk is full: the file was not kept",
 }
 PREFER = {
     "name": "Prefer",

@@ -401,16 +401,3 @@ class QueryUUID:
 
     def document(self) -> list[Document]:
         return [query_document(self.name, UUID_SCHEMA, self.description)]
-
-
-@dataclass(frozen=True)
-class TheUpload:
-    """Not a parameter: the file the request's body carried (uploads.jobs.UploadedBody)."""
-
-    argument: str = "upload"
-
-    def parse(self, request: Request, app: Services) -> Any:
-        return request.upload
-
-    def document(self) -> list[Document]:
-        return []

@@ -41,7 +41,6 @@ from graphsvc.api.params import (
     QueryUUID,
     Sorting,
     TheCaller,
-    TheUpload,
     TimeWindow,
     TokenKeys,
     parse_path_int32,
@@ -62,8 +61,9 @@ from graphsvc.uploads import jobs
 
 log = logging.getLogger("graphsvc")
 V2 = "/api/v2"
-READ_ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500")
-WRITE_ERRORS = (*READ_ERRORS, "503")  # 503: a SQLite store busy with another write
+# The errors every operation documents; 503: every database connection stayed in use for
+# the acquire timeout, or (a write) a SQLite store stayed busy with another write.
+ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500", "503")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class Operation:
     # The body is a file: streamed to a temporary file as it arrives (a signed request's
     # signature checked on the way), passed as `upload`; the transaction opens after it.
     upload: bool = False
+    # An upload's check of its target, run before its body is read: given the handler's
+    # arguments but the upload (it raises what refuses the request).
+    admit: Callable[..., Awaitable[None]] | None = None
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Data quality aggregations by environment kind",
         data_quality.list_aggregations,
         wire.PagedAggregations,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
         parameters=(
             QueryInt32(
@@ -198,7 +201,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Azure tenant data quality stats",
         data_quality.list_tenant_stats,
         wire.PagedTenantStats,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
         parameters=(
             PathParameter(
@@ -220,7 +223,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Get SAML provider",
         saml.get_saml_provider,
         wire.SamlProviderResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=MANAGE_PROVIDERS,
         parameters=(
             PathParameter(
@@ -240,7 +243,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Get client (Enterprise edition)",
         clients.get_client,
         wire.ClientResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_CLIENTS,
         parameters=(PathParameter("client_id", "client_id", "Client id", UUID_SCHEMA, parse_uuid),),
         enterprise_only=True,
@@ -252,7 +255,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Entities with DCOM rights on a computer",
         nodes.list_dcom_rights,
         wire.PagedNodeList,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
         parameters=(
             PathParameter(
@@ -276,7 +279,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The caller: its user, role and permissions, and the token of a signed request",
         sessions.get_self,
         wire.SelfResponse,
-        READ_ERRORS,
+        ERRORS,
         parameters=(TheCaller(),),
     ),
     Operation(
@@ -286,7 +289,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Create an API token (its key is in this answer only)",
         tokens.create_api_token,
         wire.AuthTokenResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=CREATE_TOKEN,
         parameters=(TheCaller(), TokenKeys()),
         request_body=wire.CreateTokenRequest,
@@ -299,7 +302,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "List API tokens (never their keys): the caller's, or with auth/ManageUsers anyone's",
         tokens.list_api_tokens,
         wire.AuthTokenListResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=CREATE_TOKEN,
         parameters=(
             TheCaller(),
@@ -314,7 +317,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The content types a file-upload job takes",
         jobs.list_accepted_types,
         wire.AcceptedTypes,
-        READ_ERRORS,
+        ERRORS,
     ),
     Operation(
         "POST",
@@ -323,7 +326,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Start a file-upload job",
         jobs.start_upload_job,
         wire.FileUploadJobResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=WRITE_GRAPH,
         parameters=(TheCaller(),),
         writes=True,
@@ -336,7 +339,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "File-upload jobs, newest first: every job with graphdb/Read, else the caller's own",
         jobs.list_upload_jobs,
         wire.PagedFileUploadJobs,
-        READ_ERRORS,
+        ERRORS,
         permission=WRITE_GRAPH,
         parameters=(
             TheCaller(),
@@ -354,12 +357,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "Send one file to a running job: collector JSON or a SharpHound zip",
         jobs.store_upload,
         wire.FileUploadJobResponse,
-        (*WRITE_ERRORS, "415"),
+        (*ERRORS, "415", "507"),
         permission=WRITE_GRAPH,
-        parameters=(TheCaller(), JOB_ID, TheUpload()),
+        parameters=(TheCaller(), JOB_ID),
         writes=True,
         status=202,
         upload=True,
+        admit=jobs.check_upload_target,
     ),
     Operation(
         "POST",
@@ -368,7 +372,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "End a job: it is queued, and ingested as one run (all or nothing)",
         jobs.end_upload_job,
         wire.FileUploadJobResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=WRITE_GRAPH,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
@@ -380,7 +384,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Revoke an API token: the caller's own, or with auth/ManageUsers anyone's",
         tokens.revoke_api_token,
         wire.AuthTokenResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=CREATE_TOKEN,
         parameters=(
             TheCaller(),
@@ -395,7 +399,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Find nodes by object id (exact) or name (contains, case-insensitive)",
         nodes.search,
         wire.PagedSearchResults,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
         parameters=(
             QueryText("q", "q", "An object id, or part of a name", required=True),
@@ -410,7 +414,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The AD domains and Azure tenants data exists for",
         nodes.list_available_domains,
         wire.DomainSelectorList,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
     ),
     Operation(
@@ -420,7 +424,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "List SAML providers",
         saml.list_saml_providers,
         wire.SamlProviderListResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=MANAGE_PROVIDERS,
         parameters=(BaseUrl(),),
     ),
@@ -431,7 +435,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "List collection clients (Enterprise edition)",
         clients.list_clients,
         wire.PagedClients,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_CLIENTS,
         parameters=(Paging(default_limit=100),),
         enterprise_only=True,
@@ -443,7 +447,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Schema extensions and their environment kinds (the ids the aggregations ask for)",
         extensions.list_extensions,
         wire.ExtensionList,
-        READ_ERRORS,
+        ERRORS,
         permission=READ_GRAPH,
     ),
     Operation(
@@ -453,7 +457,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "List users with their roles",
         users.list_users,
         wire.UserListResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=MANAGE_USERS,
     ),
     Operation(
@@ -463,7 +467,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "A user with its role",
         users.get_user,
         wire.UserResponse,
-        READ_ERRORS,
+        ERRORS,
         permission=MANAGE_USERS,
         parameters=(USER_ID,),
     ),
@@ -474,7 +478,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Disable or enable a user, or give it another role",
         users.update_user,
         wire.UserResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),
@@ -490,7 +494,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Delete a user: its sessions end and its tokens are revoked",
         users.delete_user,
         wire.UserResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),
@@ -505,7 +509,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Set a user's login secret; its sessions end",
         users.set_user_secret,
         wire.UserResponse,
-        WRITE_ERRORS,
+        ERRORS,
         permission=MANAGE_USERS,
         parameters=(
             TheCaller(),

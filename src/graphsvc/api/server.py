@@ -4,8 +4,15 @@ for a service on an open network.
 - Headers must arrive within `header_timeout_seconds` of a request's first byte (or of a
   connection's opening); a connection that trickles them (slowloris) is answered 408 and
   closed. uvicorn times out idle keep-alive connections only.
-- At most `max_connections` connections are open at once; one more is answered 503 and
-  closed at once, before it can hold a file descriptor for long.
+- At most `max_connections` connections are open at once, and at most
+  `max_connections_per_client` from one address (when no proxy stands in front); one more is
+  answered 503 and closed at once, before it can hold a file descriptor for long.
+- A connection closed while its request's body is still arriving (an early 413, 408 or 401)
+  lingers: what the client still sends is read and dropped, for `LINGER_SECONDS` and
+  `LINGER_BYTES` at most, so that a client that writes its whole body before reading (Python's
+  http.client) sees the answer instead of a connection reset.
+- A WebSocket upgrade is refused with the JSON error body (400); other upgrades (h2c) are
+  ignored, as HTTP allows, and uvicorn's warning about them is not logged.
 - Requests HTTP itself rejects (an unknown method, a malformed or oversized request line or
   header, raw non-ASCII bytes in the target, conflicting Content-Length and
   Transfer-Encoding) get the API's JSON error body with a request id, not uvicorn's plain
@@ -15,8 +22,10 @@ It also sends a response's head and body in one write (`CoalescingTransport`), w
 makes two.
 
 The protocol class is handed to uvicorn (`http=`); what it overrides is named in uvicorn's
-protocol (connection_made, data_received, on_headers_complete, send_400_response), and the
-tests in tests/test_http_layer.py pin each behaviour against the installed uvicorn.
+protocol (connection_made, data_received, on_headers_complete, connection_lost,
+send_400_response, _unsupported_upgrade_warning; the attributes `cycle`, `connections`,
+`tasks`, `client`), which is why pyproject pins uvicorn to one minor version; the tests in
+tests/test_http_layer.py pin each behaviour against it.
 """
 
 from __future__ import annotations
@@ -24,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -35,6 +45,11 @@ from graphsvc.api.web import encode, new_request_id
 
 log = logging.getLogger("graphsvc.api.server")
 REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
+# A lingering close drops what a client still sends for this long and this much at most:
+# Python's http.client writes a whole body (10 MB in the tests) before it reads an answer.
+LINGER_SECONDS = 5.0
+LINGER_BYTES = 64 * 1024 * 1024
+REFUSAL_LOG_SECONDS = 10.0  # refused connections are logged as a count, this often at most
 
 
 def error_bytes(status: int, message: str, context: str) -> bytes:
@@ -57,24 +72,59 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     header_timeout_seconds = 10.0
     max_connections = 1000
+    max_connections_per_client: int | None = 100  # None: no limit (behind proxies)
+    open_by_client: ClassVar[dict[str, int]] = {}  # open per client address, per server
+    refusals: ClassVar[list[float]] = [0, float("-inf")]  # since last logged, and when
 
     @classmethod
-    def configure(cls, header_timeout_seconds: float, max_connections: int) -> type[Any]:
+    def configure(
+        cls,
+        header_timeout_seconds: float,
+        max_connections: int,
+        max_connections_per_client: int | None,
+    ) -> type[Any]:
         return type(
             cls.__name__,
             (cls,),
-            {"header_timeout_seconds": header_timeout_seconds, "max_connections": max_connections},
+            {
+                "header_timeout_seconds": header_timeout_seconds,
+                "max_connections": max_connections,
+                "max_connections_per_client": max_connections_per_client,
+                "open_by_client": {},
+                "refusals": [0, float("-inf")],
+            },
         )
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, self.loop, self.tasks))  # type: ignore[arg-type]
+        self.coalescing = CoalescingTransport(transport, self.loop, self.tasks)
+        super().connection_made(self.coalescing)
         self.header_timer: asyncio.TimerHandle | None = None
+        self.counted: str | None = None  # the client address this connection counts under
+        self.linger_left = 0  # bytes still dropped while lingering
         if len(self.connections) > self.max_connections:
-            log.warning("refused a connection: %d are open already", self.max_connections)
-            transport.write(error_bytes(503, "too many connections: retry shortly", "connections"))
-            transport.close()
+            self.refuse(transport, f"too many connections ({self.max_connections} are open)")
             return
+        address = self.client[0] if self.client else None
+        if self.max_connections_per_client is not None and address is not None:
+            open_here = self.open_by_client.get(address, 0)
+            if open_here >= self.max_connections_per_client:
+                self.refuse(transport, f"too many connections from {address} ({open_here})")
+                return
+            self.open_by_client[address] = open_here + 1
+            self.counted = address
+        self.coalescing.on_close = self.linger
         self.arm_header_timer()
+
+    def refuse(self, transport: asyncio.Transport, why: str) -> None:
+        transport.write(error_bytes(503, "too many connections: retry shortly", "connections"))
+        transport.close()
+        # One line per refusal would let a flood of connections flood the log too.
+        refusals = self.refusals
+        refusals[0] += 1
+        now = time.monotonic()
+        if now - refusals[1] >= REFUSAL_LOG_SECONDS:
+            log.warning("refused %d connection(s), the last: %s", refusals[0], why)
+            refusals[:] = [0, now]
 
     def arm_header_timer(self) -> None:
         if self.header_timer is None:
@@ -95,17 +145,57 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.linger_left > 0:
+            self.linger_left -= len(data)
+            if self.linger_left <= 0:
+                self.coalescing.transport.abort()
+            return
         if self.cycle is None or self.cycle.response_complete:
             self.arm_header_timer()  # a new request begins: its headers are on the clock
         super().data_received(data)
 
+    def linger(self) -> bool:
+        """On a close: whether to linger (the request's body is still arriving), having
+        started to. The answer is out; the write side is shut so the client reads its end,
+        and what still comes is dropped until the client ends, or the time or bytes run out."""
+        transport = self.coalescing.transport
+        if self.cycle is None or not self.cycle.more_body or not transport.can_write_eof():
+            return False
+        self.linger_left = LINGER_BYTES
+        transport.write_eof()
+        transport.resume_reading()  # uvicorn pauses reading while a body waits to be read
+        self.loop.call_later(LINGER_SECONDS, transport.close)
+        return True
+
+    def eof_received(self) -> None:
+        if self.linger_left > 0:
+            self.coalescing.transport.close()  # the client has sent all it meant to
+
     def on_headers_complete(self) -> None:
         self.disarm_header_timer()
+        if self.parser.should_upgrade() and self._get_upgrade() == b"websocket":
+            # Other upgrades (h2c, which curl --http2 offers) are ignored, as HTTP allows:
+            # the request is answered over HTTP/1.1.
+            message = "WebSocket is not served: this API answers plain HTTP/1.1 requests"
+            self.transport.write(error_bytes(400, message, "Upgrade"))
+            self.transport.close()
+            return
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm_header_timer()
+        if self.counted is not None:
+            left = self.open_by_client[self.counted] - 1
+            if left:
+                self.open_by_client[self.counted] = left
+            else:
+                del self.open_by_client[self.counted]
+            self.counted = None
         super().connection_lost(exc)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """uvicorn would log that no WebSocket library is installed; none is meant to be: the
+        app refuses the upgrade with the JSON error body."""
 
     def send_400_response(self, msg: str) -> None:
         self.disarm_header_timer()
@@ -114,7 +204,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-class CoalescingTransport:
+class CoalescingTransport(asyncio.Transport):
     """A connection's transport that sends a response's head and body in one write, and
     under load holds the writes of every connection until the event loop's current pass is
     over.
@@ -125,8 +215,11 @@ class CoalescingTransport:
     together at its end, after the pass's requests have been answered, so that clients
     woken once find several answers: the tenant statistics went from 4,610 to 5,860 req/s
     at 32 connections. A lone request's answer leaves with its body's write, since waiting
-    for the end of the pass cost a single client 58 us a request. Everything else goes
-    straight to the transport."""
+    for the end of the pass cost a single client 58 us a request.
+
+    Every method of a transport is here: each write path (write, writelines, write_eof) goes
+    through what is held, in order, and nothing reaches the wrapped transport by another
+    way. `on_close`, when set, is asked first on a close (the protocol's lingering close)."""
 
     def __init__(
         self,
@@ -134,17 +227,22 @@ class CoalescingTransport:
         loop: asyncio.AbstractEventLoop,
         requests: Collection[object],  # the server's requests under way (uvicorn's tasks)
     ) -> None:
+        super().__init__()
         self.transport = transport
         self.loop = loop
         self.requests = requests
         self.held: list[bytes] = []
+        self.on_close: Callable[[], bool] | None = None  # True: it closes the transport itself
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self.held:
             self.loop.call_soon(self.flush)
-        self.held.append(data)
+        self.held.append(bytes(data))
         if len(self.held) > 1 and len(self.requests) <= 1:
             self.flush()
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.write(b"".join(list_of_data))
 
     def flush(self) -> None:
         if self.held:
@@ -153,16 +251,54 @@ class CoalescingTransport:
             if not self.transport.is_closing():
                 self.transport.write(data)
 
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self.transport.can_write_eof()
+
     def close(self) -> None:
         self.flush()
+        if self.on_close is not None and not self.transport.is_closing():
+            on_close, self.on_close = self.on_close, None  # once
+            if on_close():
+                return
         self.transport.close()
 
     def abort(self) -> None:
         self.held.clear()
         self.transport.abort()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transport, name)
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.transport.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self.transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return sum(map(len, self.held)) + self.transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.transport.get_write_buffer_limits()
 
 
 def raise_open_file_limit() -> int:

@@ -4,13 +4,13 @@ request's signature checked as the body arrives."""
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import IO
 
-from graphsvc.api.auth import Authenticator, Identity
-from graphsvc.api.web import Request
+from graphsvc.api.auth import BodySignature, Identity
+from graphsvc.api.web import CLOSE, Request
 from graphsvc.errors import ApiError
-from graphsvc.store.db import Database
 from graphsvc.uploads.jobs import ACCEPTED_TYPES, UploadedBody
 
 FILE_NAME = re.compile(r"""filename\*?=(?:UTF-8'')?"?([^";]+)"?""", re.IGNORECASE)
@@ -45,19 +45,26 @@ def file_name(content_disposition: str | None, content_type: str) -> str | None:
 
 
 async def receive_upload(
-    request: Request, spool: IO[bytes], content_type: str, auth: Authenticator, db: Database
-) -> Identity:
-    """Authenticate from the headers, then receive the body (of `content_type`, accepted)
-    into `spool`, checking a signed request's signature as it arrives; it answers for nothing
-    until the whole body has arrived and the signature holds. Sets `request.upload`."""
-    async with db.reading() as conn:
-        found = await auth.authenticate_headers(conn, request)
-    if isinstance(found, Identity):
-        size = await request.spool_body(spool, None)
-        identity = found
-    else:
-        size = await request.spool_body(spool, found)
-        identity = found.verify()
+    request: Request, spool: IO[bytes], content_type: str, found: Identity | BodySignature
+) -> None:
+    """Receive the body (of `content_type`, accepted) into `spool`, checking a signed
+    request's signature as it arrives and once it has all arrived; sets `request.upload`.
+    A full disk is a 507, the part received dropped with `spool`."""
+    signature = None if isinstance(found, Identity) else found
+    try:
+        size = await request.spool_body(spool, signature)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise ApiError(
+            507,
+            "the server's disk is full: the file was not kept; try again later or tell its "
+            "operator",
+            "body",
+            CLOSE,
+            code="disk_full",
+        ) from None
+    if signature is not None:
+        signature.verify()
     name = file_name(request.headers.get("content-disposition"), content_type)
     request.upload = UploadedBody(spool, size, content_type, name)
-    return identity

@@ -60,7 +60,11 @@ def serve(host: str, port: int, workers: str) -> None:
     # Each connection holds a file; keep a margin for the database, Redis and logs.
     open_files = raise_open_file_limit()
     max_connections = min(settings.max_connections, open_files - 64)
-    protocol = GuardedHttpProtocol.configure(settings.header_timeout_seconds, max_connections)
+    # Behind proxies every connection comes from one of them: the cap would refuse clients.
+    per_client = settings.max_connections_per_client if settings.trusted_proxies == 0 else None
+    protocol = GuardedHttpProtocol.configure(
+        settings.header_timeout_seconds, max_connections, per_client
+    )
     announce(settings, host, port, max_connections, count)
     serve_here = functools.partial(run_worker, settings, host, port, protocol)
     if count == 1:
@@ -98,6 +102,7 @@ def run_worker(
         access_log=False,  # graphsvc logs each request itself, with its id and caller
         proxy_headers=False,
         http=protocol,
+        ws="none",  # the app refuses upgrades with the JSON error body
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     # uvicorn finishes the requests under way, then raises the signal again for the handler

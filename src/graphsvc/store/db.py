@@ -66,11 +66,13 @@ class Database(Protocol):
         ...
 
 
-def create_database(url: str, pool_size: int = 8) -> Database:
+def create_database(url: str, pool_size: int = 8, acquire_timeout: float | None = None) -> Database:
+    """A pool of `pool_size` connections; taking one waits `acquire_timeout` seconds at most
+    (None: as long as it takes), then raises NoFreeConnection."""
     if url.startswith("sqlite:///"):
-        return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size)
+        return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size, acquire_timeout)
     if url.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://")):
-        return PostgresDatabase(asyncpg_dsn(url), pool_size)
+        return PostgresDatabase(asyncpg_dsn(url), pool_size, acquire_timeout)
     raise ValueError(
         f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://"
     )
@@ -104,6 +106,10 @@ def describe_database_error(exc: BaseException) -> str:
             f"{SQLITE_BUSY_TIMEOUT_MS // 1000} s; run this again once it has finished"
         )
     return f"database error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+class NoFreeConnection(Exception):
+    """Every connection of the pool stayed in use for the acquire timeout."""
 
 
 class MissingDatabase(Exception):
@@ -336,9 +342,10 @@ def roll_back(raw: sqlite3.Connection) -> None:
 class SQLiteDatabase:
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: Path, pool_size: int) -> None:
+    def __init__(self, path: Path, pool_size: int, acquire_timeout: float | None = None) -> None:
         self.path = path
         self.pool_size = pool_size
+        self.acquire_timeout = acquire_timeout
         self.idle: asyncio.Queue[sqlite3.Connection] | None = None
         self.executor: ThreadPoolExecutor | None = None
 
@@ -378,7 +385,11 @@ class SQLiteDatabase:
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[sqlite3.Connection]:
         assert self.idle is not None, "database is not open"
-        raw = await self.idle.get()
+        try:
+            async with asyncio.timeout(self.acquire_timeout):
+                raw = await self.idle.get()
+        except TimeoutError:
+            raise NoFreeConnection from None
         try:
             yield raw
         finally:
@@ -451,9 +462,10 @@ async def keep_session(raw: Any) -> None:
 class PostgresDatabase:
     dialect: Dialect = "postgresql"
 
-    def __init__(self, dsn: str, pool_size: int) -> None:
+    def __init__(self, dsn: str, pool_size: int, acquire_timeout: float | None = None) -> None:
         self.dsn = dsn
         self.pool_size = pool_size
+        self.acquire_timeout = acquire_timeout
         self.pool: Any = None
 
     async def open(self) -> None:
@@ -475,13 +487,23 @@ class PostgresDatabase:
             await self.pool.close()
 
     @contextlib.asynccontextmanager
-    async def reading(self) -> AsyncIterator[Connection]:
+    async def connection(self) -> AsyncIterator[Any]:
         assert self.pool is not None, "database is not open"
-        async with self.pool.acquire() as raw:
+        try:
+            raw = await self.pool.acquire(timeout=self.acquire_timeout)
+        except TimeoutError:
+            raise NoFreeConnection from None
+        try:
+            yield raw
+        finally:
+            await self.pool.release(raw)
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[Connection]:
+        async with self.connection() as raw:
             yield PostgresConnection(raw)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
-        assert self.pool is not None, "database is not open"
-        async with self.pool.acquire() as raw, raw.transaction():
+        async with self.connection() as raw, raw.transaction():
             yield PostgresConnection(raw)

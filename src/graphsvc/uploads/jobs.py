@@ -83,10 +83,13 @@ def sees_every_job(caller: Caller) -> bool:
     return READ_GRAPH in caller.permissions
 
 
-async def get_own_job(conn: Connection, caller: Caller, job_id: int) -> uploads.JobRow:
-    """A job the caller may add files to or end (locked until the transaction ends), or 404:
-    another user's job is not shown to a caller who may not act on it."""
-    job = await uploads.find_job(conn, job_id, lock=True)
+async def get_own_job(
+    conn: Connection, caller: Caller, job_id: int, lock: bool = True
+) -> uploads.JobRow:
+    """A job the caller may add files to or end (locked until the transaction ends, unless
+    `lock` is False), or 404: another user's job is not shown to a caller who may not act
+    on it."""
+    job = await uploads.find_job(conn, job_id, lock=lock)
     if job is None or (
         job.user_id != caller.principal.user_id and MANAGE_USERS not in caller.permissions
     ):
@@ -102,6 +105,12 @@ def require_running(job: uploads.JobRow, action: str) -> None:
             "start a new job",
             "file_upload_job_id",
         )
+
+
+async def check_upload_target(conn: Connection, caller: Caller, job_id: int) -> None:
+    """Refuse a file for a job the caller may not add to, before the file is received;
+    `store_upload` checks again, under the job's lock, once it has been."""
+    require_running(await get_own_job(conn, caller, job_id, lock=False), "take more files")
 
 
 async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJobResponse:
