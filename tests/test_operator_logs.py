@@ -20,7 +20,7 @@ import pytest
 from graphsvc.accounts import tokens
 from graphsvc.api.web import new_request_id
 from graphsvc.demo.dataset import DemoResult
-from graphsvc.logs import JsonLines, StderrHandler, configure_logging, log_request_line
+from graphsvc.logs import JsonLines, StderrHandler, audit, configure_logging, log_request_line
 from graphsvc.settings import Settings
 from tests.conftest import TEST_FERNET_KEY, Env
 
@@ -303,7 +303,7 @@ def test_a_request_line_reads_the_same_written_directly_or_through_logging(
         assert json.loads(direct)["logger"] == "graphsvc.request"
     else:
         assert direct.split(" ", 1)[1] == through_logging.split(" ", 1)[1]
-        assert "status=404" in direct and "error=no such thing" in direct
+        assert "status=404" in direct and 'error="no such thing"' in direct
 
 
 def test_request_ids_are_distinct_version_4_uuids_in_every_forked_worker() -> None:
@@ -349,3 +349,48 @@ def test_a_line_from_another_threads_loop_does_not_wait_for_the_first_loop(
     lines = [json.loads(line)["request_id"] for line in seen_by_the_worker.splitlines()]
     assert lines == ["from the main loop", "from the worker"]
     assert stderr.getvalue() == seen_by_the_worker  # nothing was left for the main loop
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_logging_onto_a_closed_stderr_raises_into_no_caller(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], log_format: str
+) -> None:
+    stderr, handler = served_logging(monkeypatch, log_format)
+    stderr.close()
+
+    async def on_the_loop() -> None:
+        log_request_line(logging.INFO, {"request_id": "waits for the loop", "status": 200})
+        await asyncio.sleep(0)  # the loop writes it, and fails
+
+    asyncio.run(on_the_loop())
+    log_request_line(logging.INFO, {"request_id": "written at once", "status": 200})
+    log_request_line(logging.WARNING, {"request_id": "failed", "status": 500})
+    audit("login.failed", "login as someone refused", user="someone")
+    logging.getLogger("graphsvc.api").error("a server error")
+    assert handler.dropped == 5
+    # A handler of logging's own on the way: its report of the failure goes to the closed
+    # stderr too, and fails.
+    other = logging.StreamHandler(stderr)
+    logging.getLogger("graphsvc").addHandler(other)
+    try:
+        log_request_line(logging.INFO, {"request_id": "through logging", "status": 200})
+        audit("login.failed", "login as someone refused", user="someone")
+    finally:
+        logging.getLogger("graphsvc").removeHandler(other)
+    assert handler.dropped == 7
+    printed = capfd.readouterr().err
+    assert "Traceback" not in printed and "Logging error" not in printed
+
+
+def test_a_line_that_cannot_be_formatted_is_dropped_and_reported_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr, handler = served_logging(monkeypatch)
+    logger = logging.getLogger("graphsvc.api")
+    logger.error("%d jobs", "not a number")
+    logger.error("%d jobs", "still not a number")
+    logger.error("a line after them")
+    report, after = [json.loads(line) for line in stderr.getvalue().splitlines()]
+    assert report["message"] == "log lines dropped: they could not be formatted or written"
+    assert report["error"].startswith("TypeError") and report["level"] == "error"
+    assert after["message"] == "a line after them" and handler.dropped == 2

@@ -4,6 +4,12 @@ readable text when it is, or as GRAPHSVC_LOG_FORMAT says.
 Every record carries its time, level, logger and message; request lines and audit events
 add their fields (`extra={"fields": {...}}`), which JSON keeps as keys and text appends as
 key=value. Nothing here formats a secret: callers pass ids, names and reasons only.
+
+Messages and field values can hold what a client sent (a user name, a path, a file name), so
+json_line and text_line, which every line goes through, escape them: no control character
+(C0, DEL, C1), U+2028/U+2029 or bidirectional control reaches a line raw, and no value can
+end its line or, in text, pass for another field. A line that cannot be formatted or
+written is dropped, never raised into the code that logged it.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,13 +32,41 @@ AUDIT = logging.getLogger("graphsvc.audit")
 REQUESTS = logging.getLogger("graphsvc.request")
 
 
+# A terminal acts on C0 and C1 controls (ESC and CSI start its commands), a log reader
+# may end a line at any of them or at U+2028/U+2029, and the bidirectional overrides make a
+# viewer show characters in another order than written.
+BIDI = [0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+ESCAPES = {
+    **{chr(code): f"\\x{code:02x}" for code in [*range(0x20), 0x7F]},
+    **{chr(code): f"\\u{code:04x}" for code in [*range(0x80, 0xA0), 0x2028, 0x2029, *BIDI]},
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    # Text puts values that need it in quotes, so a quote in them is escaped; a backslash
+    # is too, so that an escape written here cannot pass for the same characters sent.
+    '"': '\\"',
+    "\\": "\\\\",
+}
+CONTROL = re.compile(f"[{CONTROLS}]")
+TO_ESCAPE = re.compile(f'[{CONTROLS}"\\\\]')
+MESSAGE_TO_QUOTE = re.compile(f'[{CONTROLS}"=\\\\]')
+VALUE_TO_QUOTE = re.compile(f'[{CONTROLS} "=\\\\]')
+# msgspec escapes C0 controls; DEL, C1, U+2028/U+2029 and the bidirectional controls it
+# writes raw, as JSON allows.
+JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Continuation lines of a traceback in text start with this, so that a line break in an
+# exception's message cannot start what looks like a log line of its own.
+TRACEBACK_MARGIN = "  | "
+
+
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     fields: dict[str, Any] = getattr(record, "fields", {})
     return fields
 
 
 def json_line(created: float, level: int, logger: str, message: str, fields: dict[str, Any]) -> str:
-    return encode(
+    line = encode(
         {
             "time": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
             "level": logging.getLevelName(level).lower(),
@@ -40,12 +75,50 @@ def json_line(created: float, level: int, logger: str, message: str, fields: dic
             **fields,
         }
     ).decode()
+    # Those characters occur only inside the line's strings, so the whole line is escaped
+    # at once. An ASCII line without DEL, the usual case, is not searched: the check adds
+    # 0.06 us to a request line's 2.7, where a search would add 0.9.
+    if line.isascii() and "\x7f" not in line:
+        return line
+    return JSON_RAW.sub(escape_json, line)
+
+
+def escape_json(found: re.Match[str]) -> str:
+    return f"\\u{ord(found[0]):04x}"
 
 
 def text_line(created: float, level: int, message: str, fields: dict[str, Any]) -> str:
+    """A line as text. A message is quoted when it holds what could pass for a field (`=`)
+    or needs escaping; a field's value when it holds a space too (spaces separate the
+    fields), or is empty. Most values (ids, numbers, paths) are written as they are."""
     stamp = datetime.fromtimestamp(created, UTC).strftime("%H:%M:%S")
-    extra = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-    return f"{stamp} {logging.getLevelName(level):<7} {message}" + (f"  {extra}" if extra else "")
+    if MESSAGE_TO_QUOTE.search(message):
+        message = quote_text(message)
+    # A request line took 4.0 us before values were checked, 5.1 now (6.1 with an error to
+    # quote); a function called per value would cost 0.6 us more.
+    extra = []
+    for key, value in fields.items():
+        if value is not None:
+            text = str(value)
+            if not text or VALUE_TO_QUOTE.search(text):
+                text = quote_text(text)
+            extra.append(f"{key}={text}")
+    line = f"{stamp} {logging.getLevelName(level):<7} {message}"
+    return line + "  " + " ".join(extra) if extra else line
+
+
+def quote_text(text: str) -> str:
+    return '"' + TO_ESCAPE.sub(escape_text, text) + '"'
+
+
+def escape_text(found: re.Match[str]) -> str:
+    return ESCAPES[found[0]]
+
+
+def text_traceback(formatted: str) -> str:
+    return "".join(
+        "\n" + TRACEBACK_MARGIN + CONTROL.sub(escape_text, line) for line in formatted.split("\n")
+    )
 
 
 class JsonLines(logging.Formatter):
@@ -60,7 +133,7 @@ class Text(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = text_line(record.created, record.levelno, record.getMessage(), fields_of(record))
         if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+            text += text_traceback(self.formatException(record.exc_info))
         return text
 
 
@@ -69,7 +142,12 @@ class StderrHandler(logging.StreamHandler[TextIO]):
 
     Lines logged on a running event loop at INFO or below wait until the loop's current
     callbacks have run, and are written together: one write for the request lines of a
-    burst. A warning or worse is written at once, after the lines waiting before it."""
+    burst. A warning or worse is written at once, after the lines waiting before it.
+
+    A line that cannot be formatted or written (stderr closed, a full disk, a message whose
+    arguments do not fit it) is dropped and counted in `dropped`, and the first failure is
+    reported by one line, if the stream still takes it: a request must not fail, nor a
+    traceback be printed per line, for want of a log line."""
 
     def __init__(self, json: bool) -> None:
         super().__init__()
@@ -77,6 +155,7 @@ class StderrHandler(logging.StreamHandler[TextIO]):
         self.setFormatter(JsonLines() if json else Text())
         self.pending: list[str] = []
         self.waiting_on: asyncio.AbstractEventLoop | None = None  # the loop that will write them
+        self.dropped = 0
 
     @property
     def stream(self) -> Any:
@@ -93,6 +172,27 @@ class StderrHandler(logging.StreamHandler[TextIO]):
             self.handleError(record)
             return
         self.add_line(line, record.levelno)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        # logging's own handleError prints a traceback per failure to sys.stderr, which is
+        # our stream and may be the closed one: a write there raises ValueError, not caught.
+        self.drop_lines(1, sys.exception())
+
+    def drop_lines(self, count: int, error: BaseException | None) -> None:
+        """Count lines lost to `error` (the caller holds the lock); report the first loss."""
+        self.dropped += count
+        if self.dropped > count:
+            return
+        fields = {"error": f"{type(error).__name__}: {error}", "dropped": count}
+        message = "log lines dropped: they could not be formatted or written"
+        now = time.time()
+        with contextlib.suppress(Exception):
+            if self.json:
+                line = json_line(now, logging.ERROR, __name__, message, fields)
+            else:
+                line = text_line(now, logging.ERROR, message, fields)
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
     def add_line(self, line: str, level: int) -> None:
         """Queue one line (the caller holds the lock, as Logger.handle does). Lines wait for
@@ -113,9 +213,12 @@ class StderrHandler(logging.StreamHandler[TextIO]):
     def write_pending(self) -> None:
         self.waiting_on = None
         if self.pending:
-            text, self.pending[:] = "".join(self.pending), []
-            self.stream.write(text)
-            self.stream.flush()
+            lines, self.pending[:] = self.pending[:], []
+            try:
+                self.stream.write("".join(lines))
+                self.stream.flush()
+            except Exception as exc:
+                self.drop_lines(len(lines), exc)
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -138,13 +241,18 @@ def log_request_line(level: int, fields: dict[str, Any]) -> None:
         return
     handler = only_stderr_handler(REQUESTS)
     if handler is None or level < handler.level:
-        REQUESTS.log(level, "request", extra={"fields": fields})
+        log_safely(REQUESTS, level, "request", {"fields": fields})
         return
     created = time.time()
-    if handler.json:
-        line = json_line(created, level, REQUESTS.name, "request", fields)
-    else:
-        line = text_line(created, level, "request", fields)
+    try:
+        if handler.json:
+            line = json_line(created, level, REQUESTS.name, "request", fields)
+        else:
+            line = text_line(created, level, "request", fields)
+    except Exception as exc:
+        with handler.lock or contextlib.nullcontext():
+            handler.drop_lines(1, exc)
+        return
     with handler.lock or contextlib.nullcontext():
         handler.add_line(line, level)
 
@@ -185,4 +293,12 @@ def configure_logging(settings: Settings) -> None:
 
 def audit(event: str, message: str, **fields: Any) -> None:
     """A security event: `event` names it (login.failed, auth.failed, token.revoked, ...)."""
-    AUDIT.info(message, extra={"fields": {"event": event, **fields}})
+    log_safely(AUDIT, logging.INFO, message, {"fields": {"event": event, **fields}})
+
+
+def log_safely(logger: logging.Logger, level: int, message: str, extra: dict[str, Any]) -> None:
+    """Log through whatever handlers are set up, none of which may fail the caller: our
+    handler drops what it cannot write, but logging's own handlers report a failed write on
+    sys.stderr, which raises if it is the stream that failed (closed)."""
+    with contextlib.suppress(Exception):
+        logger.log(level, message, extra=extra)
