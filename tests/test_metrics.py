@@ -73,3 +73,17 @@ def test_metrics_show_the_ingest_runs_of_the_store(make_env: Callable[..., Env])
     assert found[("graphsvc_last_ingest_objects", (("type", "edges"),))] == result.edges
     assert found[("graphsvc_last_ingest_duration_seconds", ())] > 0
     assert found[("graphsvc_last_ingest_timestamp_seconds", ())] == result.created_at.timestamp()
+
+
+def test_a_metrics_token_of_any_bytes_is_refused_as_wrong(make_env: Callable[..., Env]) -> None:
+    """Compared byte for byte: a header that is not ASCII is a wrong token (401), as the
+    API's own credentials are, and the token itself may be any text."""
+    env = make_env(metrics="token", metrics_token="scrape-token-0123456789-é")
+    for sent in ("Bearer scrape-token-0123456789-ü".encode(), b"Bearer \xff\xfe"):
+        refused = env.request("GET", "/metrics", {"Authorization": sent})
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["errors"][0]["context"] == "auth"
+    right = env.request(
+        "GET", "/metrics", {"Authorization": "Bearer scrape-token-0123456789-é".encode()}
+    )
+    assert right.status_code == 200

@@ -1,11 +1,13 @@
 """Property tests of the request path: whatever a client sends in the query, the path, the
-headers or a login body, the answer is a documented success or the JSON error body of a
-documented status (every response is validated against the served OpenAPI document by the
-Env), and never a 500."""
+headers, a login body or the body of a change to accounts, the answer is a documented
+success or the JSON error body of a documented status (every response is validated against
+the served OpenAPI document by the Env), and never a 500."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, quote
 
 import pytest
@@ -111,8 +113,6 @@ JSON_VALUES = st.recursive(
 def test_any_login_body_gets_a_documented_answer(make_env: Callable[..., Env]) -> None:
     env = make_env(login_failures_per_minute=100_000)
     env.create_admin()
-    import json
-
     bodies = st.one_of(
         st.binary(max_size=200),
         st.fixed_dictionaries(
@@ -139,3 +139,83 @@ def test_any_login_body_gets_a_documented_answer(make_env: Callable[..., Env]) -
 @given(st.text(alphabet=st.sampled_from("ab=&%+;2F é"), max_size=30))
 def test_a_query_string_is_read_as_parse_qs_reads_it(raw: str) -> None:
     assert parse_query(raw) == parse_qs(raw, keep_blank_values=True)
+
+
+# Names the store keeps: any text, and the edges of what it can keep.
+NAMES_TO_KEEP = st.one_of(TEXT, st.sampled_from(["ci\x00", "x" * 255, "x" * 256, ""]))
+OFFSETS = st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23))
+EXPIRIES = st.one_of(
+    DATES,
+    st.datetimes().map(datetime.isoformat),  # without an offset
+    st.datetimes(timezones=OFFSETS.map(timezone)).map(datetime.isoformat),
+)
+# The account bodies' fields, each with values of its type (edges included).
+TOKEN_FIELDS = {
+    "token_name": NAMES_TO_KEEP,
+    "user_id": st.one_of(st.uuids().map(str), TEXT),
+    "expires_at": EXPIRIES,
+    "lifetime_seconds": st.integers(-(2**70), 2**70),
+}
+USER_UPDATE_FIELDS = {
+    "is_disabled": st.booleans(),
+    "roles": st.lists(st.one_of(st.integers(1, 5), st.integers(-(2**70), 2**70)), max_size=3),
+}
+SECRET_FIELDS = {
+    "secret": st.one_of(TEXT, st.sampled_from(["twelve-chars", "a NUL\x00 in a secret"])),
+    "needs_password_reset": st.booleans(),
+}
+
+
+def json_bodies(
+    fields: dict[str, st.SearchStrategy[object]], required: tuple[str, ...] = ()
+) -> st.SearchStrategy[bytes]:
+    """Mostly the body's fields (its `required` ones always) with values of their types;
+    else any values under its field names, any JSON, or bytes."""
+    typed = st.fixed_dictionaries(
+        {name: fields[name] for name in required},
+        optional={name: value for name, value in fields.items() if name not in required},
+    )
+    untyped = st.dictionaries(st.sampled_from([*fields, "surprise"]), JSON_VALUES, max_size=3)
+    return st.integers(0, 9).flatmap(
+        lambda n: (
+            typed.map(json.dumps)
+            if n < 7
+            else untyped.map(json.dumps)
+            if n < 9
+            else st.one_of(JSON_VALUES.map(json.dumps), st.text(max_size=30))
+        ).map(str.encode)
+    )
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
+def test_any_account_body_gets_a_documented_answer(env: Env) -> None:
+    """Token creation, a user's update and a user's secret, as an Administrator sends them:
+    on itself, another user, or one that does not exist."""
+    worker = env.user_with_token("worker", "User")
+    user_ids = [
+        env.get("/api/v2/self", token).json()["data"]["id"] for token in (env.token, worker)
+    ]
+    targets = st.one_of(st.sampled_from(user_ids), st.uuids().map(str))
+    requests = st.one_of(
+        st.tuples(st.just("POST"), st.just("/api/v2/tokens"), json_bodies(TOKEN_FIELDS)),
+        st.tuples(
+            st.just("PATCH"),
+            targets.map(lambda u: f"/api/v2/bloodhound-users/{u}"),
+            json_bodies(USER_UPDATE_FIELDS),
+        ),
+        st.tuples(
+            st.just("PUT"),
+            targets.map(lambda u: f"/api/v2/bloodhound-users/{u}/secret"),
+            json_bodies(SECRET_FIELDS, required=("secret",)),
+        ),
+    )
+
+    @PROPERTY_SETTINGS
+    @given(request=requests)
+    def check(request: tuple[str, str, bytes]) -> None:
+        method, uri, body = request
+        headers = env.signed_headers(method, uri, body=body)
+        response = env.request(method, uri, headers, content=body)
+        assert response.status_code in (200, 400, 404), response.text
+
+    check()

@@ -8,16 +8,18 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx2 as httpx
 import pytest
 
 from graphsvc.accounts import tokens, users
 from graphsvc.store import accounts
-from graphsvc.store.db import run_in_transaction
+from graphsvc.store.db import asyncpg_dsn, run_in_transaction
 from tests.conftest import TEST_FERNET_KEY, Env, served, server_environment, signed_headers
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -205,3 +207,143 @@ def test_an_administrator_manages_users_over_http(env: Env) -> None:
     assert send(env, "GET", path).status_code == 404
     reader = env.user_with_token("reader", "Read-Only")
     assert send(env, "GET", "/api/v2/bloodhound-users", token=reader).status_code == 403
+
+
+def user_id_of(env: Env, token: tokens.CreatedToken) -> str:
+    user_id: str = env.get("/api/v2/self", token=token).json()["data"]["id"]
+    return user_id
+
+
+USERS = "/api/v2/bloodhound-users"
+READ_ONLY = 1  # the migration's first role
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [("revoke", 401), ("delete", 401), ("disable", 403), ("demote", 403)],
+)
+def test_a_change_to_a_cached_token_takes_effect_at_once(
+    make_env: Callable[..., Env], change: str, refused: int
+) -> None:
+    """The process that revokes a token, or deletes, disables or demotes its user, refuses
+    it from its next request, however long it may otherwise reuse the token's record."""
+    env = make_env(token_cache_seconds=600)
+    env.create_admin()
+    other = env.user_with_token("other", "Administrator")
+    other_id = user_id_of(env, other)
+    assert send(env, "GET", USERS, token=other).status_code == 200  # its record now cached
+    if change == "revoke":
+        done = send(env, "DELETE", f"/api/v2/tokens/{other.id}")
+    elif change == "delete":
+        done = send(env, "DELETE", f"{USERS}/{other_id}")
+    elif change == "disable":
+        done = send(env, "PATCH", f"{USERS}/{other_id}", {"is_disabled": True})
+    else:
+        done = send(env, "PATCH", f"{USERS}/{other_id}", {"roles": [READ_ONLY]})
+    assert done.status_code == 200, done.text
+    assert send(env, "GET", USERS, token=other).status_code == refused
+
+
+def test_a_deleted_administrator_cannot_delete_the_other(make_env: Callable[..., Env]) -> None:
+    env = make_env(token_cache_seconds=600)
+    env.create_admin()
+    other = env.user_with_token("other", "Administrator")
+    admin_id, other_id = user_id_of(env, env.token), user_id_of(env, other)
+    assert send(env, "DELETE", f"{USERS}/{other_id}").status_code == 200
+    assert send(env, "DELETE", f"{USERS}/{admin_id}", token=other).status_code == 401
+    assert send(env, "GET", f"{USERS}/{admin_id}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"), [("delete", 401), ("disable", 403), ("demote", 403)]
+)
+def test_another_process_refuses_account_changes_by_a_removed_administrator(
+    make_env: Callable[..., Env], change: str, refused: int
+) -> None:
+    """A second process may accept the removed Administrator's token for reads until its
+    cache time passes, but every change to accounts checks the caller again in its own
+    transaction."""
+    first, second = make_env(token_cache_seconds=600), make_env(token_cache_seconds=600)
+    first.create_admin()
+    other = first.user_with_token("other", "Administrator")
+    worker = first.user_with_token("worker", "User")
+    admin_id, other_id = user_id_of(first, first.token), user_id_of(first, other)
+    worker_id = user_id_of(first, worker)
+    assert send(second, "GET", USERS, token=other).status_code == 200  # cached by the second
+    path = f"{USERS}/{other_id}"
+    if change == "delete":
+        done = send(first, "DELETE", path)
+    elif change == "disable":
+        done = send(first, "PATCH", path, {"is_disabled": True})
+    else:
+        done = send(first, "PATCH", path, {"roles": [READ_ONLY]})
+    assert done.status_code == 200, done.text
+    attempts = [
+        send(second, "DELETE", f"{USERS}/{admin_id}", token=other),
+        send(second, "PATCH", f"{USERS}/{worker_id}", {"is_disabled": True}, other),
+        send(second, "PUT", f"{USERS}/{worker_id}/secret", {"secret": "x" * 12}, other),
+        send(second, "DELETE", f"/api/v2/tokens/{worker.id}", token=other),
+    ]
+    made = send(second, "POST", "/api/v2/tokens", {"token_name": "late"}, other)
+    # Demoted to Read-Only, it may still act on its own tokens, on no one else's.
+    expected = [refused] * 3 + ([404, 200] if change == "demote" else [refused] * 2)
+    assert [a.status_code for a in [*attempts, made]] == expected
+    assert send(first, "GET", f"{USERS}/{worker_id}").json()["data"]["is_disabled"] is False
+
+
+async def lock_waiters(conn: asyncpg.Connection) -> int:
+    """Sessions of this database waiting for a lock."""
+    count: int = await conn.fetchval(
+        """SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+    )
+    return count
+
+
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
+def test_two_administrators_deleting_each_other_at_once_leave_one(
+    make_env: Callable[..., Env], database_url: str
+) -> None:
+    """Two processes (two apps, each with its own pool) delete each other's Administrator
+    while both transactions are open: the first is held just before its commit by a row lock
+    taken here, the second is sent meanwhile, then the lock is let go."""
+    first, second = make_env(), make_env()
+    first.create_admin()
+    other = first.user_with_token("other", "Administrator")
+    admin_id, other_id = user_id_of(first, first.token), user_id_of(first, other)
+
+    async def race() -> list[int]:
+        conn = await asyncpg.connect(asyncpg_dsn(database_url))
+        try:
+            async with conn.transaction():
+                # The first deletion revokes the user's tokens last: it waits on this lock.
+                await conn.execute(
+                    "SELECT 1 FROM auth_tokens WHERE user_id = $1 FOR UPDATE", other_id
+                )
+                one = asyncio.create_task(
+                    asyncio.to_thread(send, first, "DELETE", f"{USERS}/{other_id}")
+                )
+                while await lock_waiters(conn) < 1:
+                    await asyncio.sleep(0.01)
+                two = asyncio.create_task(
+                    asyncio.to_thread(send, second, "DELETE", f"{USERS}/{admin_id}", None, other)
+                )
+                async with asyncio.timeout(10):  # the second answers, or waits on the first
+                    while not two.done() and await lock_waiters(conn) < 2:
+                        await asyncio.sleep(0.01)
+        finally:
+            await conn.close()
+        return [(await one).status_code, (await two).status_code]
+
+    assert asyncio.run(race()) == [200, 401]
+    remaining = send(first, "GET", USERS).json()["data"]["users"]
+    assert [u["principal_name"] for u in remaining] == ["admin"]
+
+
+def test_names_the_store_cannot_keep_are_refused_on_the_command_line(env: Env) -> None:
+    long = "x" * 256
+    made = env.cli("user", "create", long, "--role", "User")
+    assert made.exit_code == 1 and "name: name must be at most 255 characters" in made.stderr
+    made = env.cli("token", "create", "--user", "admin", "--name", long)
+    assert made.exit_code == 1 and "token_name: token_name must be at most 255" in made.stderr
+    assert env.cli("token", "create", "--user", "admin", "--name", "x" * 255).exit_code == 0

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from graphsvc import wire
-from graphsvc.accounts.permissions import MANAGE_USERS, Caller, actor
+from graphsvc.accounts.permissions import (
+    CREATE_TOKEN,
+    MANAGE_USERS,
+    Caller,
+    CredentialCache,
+    actor,
+    confirm_caller,
+)
+from graphsvc.accounts.users import validate_name
 from graphsvc.crypto import HMAC_METHOD, KeyBox, new_token_key
 from graphsvc.errors import bad_request, forbidden, not_found
 from graphsvc.logs import audit
@@ -93,9 +101,15 @@ def resolve_expiry(body: wire.CreateTokenRequest, now: datetime) -> datetime | N
         raise bad_request("give expires_at or lifetime_seconds, not both", "expires_at")
     if body.lifetime_seconds is not None:
         return now + timedelta(seconds=body.lifetime_seconds)
-    if body.expires_at is not None and body.expires_at <= now:
+    if body.expires_at is None:
+        return None
+    try:
+        expires_at = body.expires_at.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00:00-02:00 is in year 10000 in UTC
+        raise bad_request("expires_at is out of range", "expires_at") from None
+    if expires_at <= now:
         raise bad_request("expires_at must be in the future", "expires_at")
-    return body.expires_at
+    return expires_at
 
 
 async def create_api_token(
@@ -103,8 +117,14 @@ async def create_api_token(
 ) -> wire.AuthTokenResponse:
     """A new token for the caller (or, when allowed, another user); the answer carries the
     key, once."""
+    if caller is not None:
+        caller = await confirm_caller(conn, caller, CREATE_TOKEN)
+    # Over HTTP the body's struct refused these already; the command line builds it unchecked.
+    validate_name(body.token_name, "token_name")
     now = datetime.now(UTC)
-    wanted = body.user_id or (caller.principal.user_id if caller else None)
+    wanted = caller.principal.user_id if caller else None
+    if body.user_id is not None:
+        wanted = str(body.user_id)
     user_id = token_owner(caller, wanted)
     if user_id is None or await accounts.find_user(conn, user_id) is None:
         raise not_found(f"no user {body.user_id}", "user_id")
@@ -135,14 +155,20 @@ async def list_api_tokens(
 
 
 async def revoke_api_token(
-    conn: Connection, caller: Caller | None, token_id: str
+    conn: Connection, caller: Caller | None, token_id: str, cache: CredentialCache | None = None
 ) -> wire.AuthTokenResponse:
+    """Revoke a token: refused at once by the process that revokes it (`cache`), within the
+    token cache time by the others."""
+    if caller is not None:
+        caller = await confirm_caller(conn, caller, CREATE_TOKEN)
     token = await accounts.find_user_token(conn, token_id)
     owner = token.user_id.uuid if token is not None else None
     if token is None or (caller is not None and not may_act_on(caller, owner)):
         raise not_found(f"no token {token_id} of yours", "token_id")
     now = datetime.now(UTC)
     await accounts.revoke_token(conn, token_id, now)
+    if cache is not None:
+        cache.forget_token(token_id)
     audit(
         "token.revoked",
         f"token {token_id} of user {owner} revoked by {actor(caller)}",

@@ -1,7 +1,7 @@
 """Users: created (CLI and demo), listed, given a role, disabled, deleted, given a secret.
 
 Managing users takes `auth/ManageUsers`; an Administrator cannot lock itself out over HTTP
-(the CLI can undo anything).
+(the CLI can undo anything), nor can two lock each other out (see `confirm_manager`).
 """
 
 from __future__ import annotations
@@ -10,14 +10,29 @@ import uuid
 from datetime import UTC, datetime
 
 from graphsvc import wire
-from graphsvc.accounts.permissions import Caller, actor
+from graphsvc.accounts.permissions import (
+    MANAGE_USERS,
+    Caller,
+    CredentialCache,
+    actor,
+    confirm_caller,
+)
 from graphsvc.crypto import hash_secret
 from graphsvc.errors import bad_request, conflict, not_found
 from graphsvc.logs import audit
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
+from graphsvc.wire.accounts import MAX_NAME_LENGTH
 
 MIN_SECRET_LENGTH = 12  # NIST SP 800-63B asks for at least 8; a shared service, a little more
+
+
+def validate_name(name: str, field: str) -> None:
+    """A name the store can keep alike on both stores (the HTTP bodies refuse the same)."""
+    if len(name) > MAX_NAME_LENGTH:
+        raise bad_request(f"{field} must be at most {MAX_NAME_LENGTH} characters", field)
+    if "\x00" in name:
+        raise bad_request(f"{field} must not contain a NUL byte", field)
 
 
 def validate_secret(secret: str) -> None:
@@ -32,6 +47,7 @@ async def create_user(
 ) -> str:
     if not name.strip():
         raise bad_request("user name must not be empty", "name")
+    validate_name(name, "name")
     role_id = await accounts.find_role_id(conn, role)
     if role_id is None:
         roles = ", ".join(await accounts.list_role_names(conn))
@@ -67,6 +83,19 @@ async def get_user_row(conn: Connection, user_id: str) -> accounts.UserRow:
     return user
 
 
+async def confirm_manager(conn: Connection, caller: Caller | None) -> Caller | None:
+    """The caller of a change to users, checked in the change's transaction (the command
+    line, None, needs no check). The enabled managers of users (Administrators) are locked
+    first, in one order, then the caller must be one of them, and `refuse_self` keeps it from
+    changing itself: so one enabled Administrator always remains. Two Administrators who
+    delete, disable or demote each other at once are thus served one after the other, and the
+    second is refused, its own account gone (401) or no longer fit to manage users (403)."""
+    if caller is None:
+        return None
+    await accounts.lock_enabled_holders(conn, MANAGE_USERS)
+    return await confirm_caller(conn, caller, MANAGE_USERS)
+
+
 def refuse_self(caller: Caller | None, user_id: str, what: str) -> None:
     """An Administrator cannot lock itself out over HTTP (the CLI can undo anything)."""
     if caller is not None and caller.principal.user_id == user_id:
@@ -95,10 +124,16 @@ async def get_user(conn: Connection, user_id: str) -> wire.UserResponse:
 
 
 async def update_user(
-    conn: Connection, caller: Caller | None, user_id: str, body: wire.UserUpdate
+    conn: Connection,
+    caller: Caller | None,
+    user_id: str,
+    body: wire.UserUpdate,
+    cache: CredentialCache | None = None,
 ) -> wire.UserResponse:
     """Disable or enable a user, or give it another role (one role per user). Disabled, its
-    sessions end at once and its tokens are refused within the token cache time."""
+    sessions end at once; its tokens are refused at once by the process that made the change
+    (`cache`) and within the token cache time by the others."""
+    caller = await confirm_manager(conn, caller)
     user = await get_user_row(conn, user_id)
     now = datetime.now(UTC)
     if body.roles is not None:
@@ -121,14 +156,22 @@ async def update_user(
             await accounts.delete_user_sessions(conn, user_id)
         state = "disabled" if body.is_disabled else "enabled"
         audit(f"user.{state}", f"user {user.name} {state} by {actor(caller)}", user=user.name)
+    if cache is not None and (body.roles is not None or body.is_disabled is not None):
+        cache.forget_user(user_id)
     return await get_user(conn, user_id)
 
 
-async def delete_user(conn: Connection, caller: Caller | None, user_id: str) -> wire.UserResponse:
-    """The user's sessions end and its tokens are revoked."""
+async def delete_user(
+    conn: Connection, caller: Caller | None, user_id: str, cache: CredentialCache | None = None
+) -> wire.UserResponse:
+    """The user's sessions end and its tokens are revoked (refused at once by the process
+    that made the change, `cache`, and within the token cache time by the others)."""
+    caller = await confirm_manager(conn, caller)
     user = await get_user(conn, user_id)
     refuse_self(caller, user_id, "delete")
     await accounts.delete_user(conn, user_id, datetime.now(UTC))
+    if cache is not None:
+        cache.forget_user(user_id)
     name = user.data.principal_name
     audit("user.deleted", f"user {name} deleted by {actor(caller)}", user=name)
     return user
@@ -137,7 +180,9 @@ async def delete_user(conn: Connection, caller: Caller | None, user_id: str) -> 
 async def set_user_secret(
     conn: Connection, caller: Caller | None, user_id: str, body: wire.UserSecret
 ) -> wire.UserResponse:
-    """A new login secret; the user's sessions end."""
+    """A new login secret; the user's sessions end (its tokens, which the secret does not
+    sign, stay)."""
+    caller = await confirm_manager(conn, caller)
     user = await get_user_row(conn, user_id)
     await store_user_secret(conn, user_id, body.secret)
     await accounts.delete_user_sessions(conn, user_id)

@@ -120,6 +120,10 @@ class CachedToken(NamedTuple):
     credentials: accounts.TokenCredentials
 
 
+def owner_of(credentials: accounts.TokenCredentials) -> str | None:
+    return None if credentials.principal is None else credentials.principal.user_id
+
+
 class Authenticator:
     def __init__(self, settings: Settings, jwt_key: bytes, keys: KeyBox) -> None:
         self.settings = settings
@@ -128,6 +132,9 @@ class Authenticator:
         self.permissions: dict[int, frozenset[str]] = {}
         self.touched: dict[str, float] = {}
         self.tokens: dict[str, CachedToken] = {}
+        # Token and user ids a change was made to, and the time.monotonic() until which no
+        # record of theirs is cached (see `forget_token`).
+        self.held: dict[str, float] = {}
         self.max_age = timedelta(seconds=settings.signature_max_age_seconds)
         self.max_future = timedelta(seconds=settings.signature_max_future_seconds)
 
@@ -220,13 +227,45 @@ class Authenticator:
         if cached is not None and now < cached.until:
             return cached.credentials
         credentials = await accounts.find_token_credentials(conn, token_id)
-        if credentials is None or self.settings.token_cache_seconds <= 0:
+        if (
+            credentials is None
+            or self.settings.token_cache_seconds <= 0
+            or self.is_held(token_id, now)
+            or self.is_held(owner_of(credentials), now)
+        ):
             self.tokens.pop(token_id, None)
             return credentials
         if len(self.tokens) >= TOKEN_CACHE_SIZE:
             self.tokens.clear()
         self.tokens[token_id] = CachedToken(now + self.settings.token_cache_seconds, credentials)
         return credentials
+
+    def is_held(self, key: str | None, read_at: float) -> bool:
+        """Whether a record read at `read_at` may predate a change to this token or user."""
+        return key is not None and read_at < self.held.get(key, float("-inf"))
+
+    def forget_token(self, token_id: str) -> None:
+        """A token was revoked: this process refuses it from now on (the others within
+        `token_cache_seconds`). Called inside the revoking transaction, so until it commits
+        a concurrent request still reads the token's old record; no record of it read in
+        the next `token_cache_seconds` is cached, which covers a commit that takes up to
+        that long."""
+        self.tokens.pop(token_id, None)
+        self.hold(token_id)
+
+    def forget_user(self, user_id: str) -> None:
+        """A user was deleted, disabled or given another role: every token of it is read
+        again, as `forget_token` tells."""
+        for token_id in [t for t, c in self.tokens.items() if owner_of(c.credentials) == user_id]:
+            del self.tokens[token_id]
+        self.hold(user_id)
+
+    def hold(self, key: str) -> None:
+        if self.settings.token_cache_seconds <= 0:
+            return
+        now = time.monotonic()
+        self.held = {k: until for k, until in self.held.items() if until > now}
+        self.held[key] = now + self.settings.token_cache_seconds
 
     def check_freshness(self, raw_date: str) -> None:
         """The signature covers only the date's first 13 characters, its hour: whoever

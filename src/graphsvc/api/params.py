@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from graphsvc.accounts.permissions import CredentialCache
 from graphsvc.api.web import Query, Request
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request
@@ -183,12 +184,15 @@ def query_document(
 
 
 class Services(Protocol):
-    """What parameters are read with besides the request: the app's settings and keys."""
+    """What parameters are read with besides the request: the app's settings, keys and
+    authenticator."""
 
     @property
     def settings(self) -> Settings: ...
     @property
     def keys(self) -> KeyBox: ...
+    @property
+    def auth(self) -> CredentialCache: ...
 
 
 class Parameter(Protocol):
@@ -367,6 +371,20 @@ class TokenKeys:
 
     def parse(self, request: Request, app: Services) -> KeyBox:
         return app.keys
+
+    def document(self) -> list[Document]:
+        return []
+
+
+@dataclass(frozen=True)
+class TokenCache:
+    """Not sent by the client: this process's cache of token records, which a change that
+    revokes or narrows a token drops entries of, so the process refuses it at once."""
+
+    argument: str = "cache"
+
+    def parse(self, request: Request, app: Services) -> CredentialCache:
+        return app.auth
 
     def document(self) -> list[Document]:
         return []

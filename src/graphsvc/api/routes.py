@@ -42,6 +42,7 @@ from graphsvc.api.params import (
     Sorting,
     TheCaller,
     TimeWindow,
+    TokenCache,
     TokenKeys,
     parse_path_int32,
     parse_text,
@@ -389,6 +390,7 @@ OPERATIONS: tuple[Operation, ...] = (
         parameters=(
             TheCaller(),
             PathParameter("token_id", "token_id", "Token id", UUID_SCHEMA, parse_uuid),
+            TokenCache(),
         ),
         writes=True,
     ),
@@ -483,6 +485,7 @@ OPERATIONS: tuple[Operation, ...] = (
         parameters=(
             TheCaller(),
             USER_ID,
+            TokenCache(),
         ),
         request_body=wire.UserUpdate,
         writes=True,
@@ -499,6 +502,7 @@ OPERATIONS: tuple[Operation, ...] = (
         parameters=(
             TheCaller(),
             USER_ID,
+            TokenCache(),
         ),
         writes=True,
     ),

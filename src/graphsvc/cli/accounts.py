@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -176,7 +177,7 @@ def token_create(user_name: str, name: str | None, expires_in: str | None, as_js
 
     async def work(conn: database.Connection) -> wire.AuthToken:
         user = await users.find_user_by_name(conn, user_name)
-        request = wire.CreateTokenRequest(name or "", user.id, lifetime_seconds=lifetime)
+        request = wire.CreateTokenRequest(name or "", uuid.UUID(user.id), lifetime_seconds=lifetime)
         return (await create_api_token(conn, keys_of(settings), None, request)).data
 
     created = run_in_transaction(settings, work)

@@ -64,6 +64,40 @@ async def find_user_login(conn: Connection, name: str) -> UserLogin | None:
     return UserLogin(user_id, secret_digest, Principal(user_id, role_id, disabled))
 
 
+async def lock_principal(conn: Connection, user_id: str) -> Principal | None:
+    """A live user as a request acts for it, its row share-locked on PostgreSQL: a change to
+    the user made by another transaction waits for this one, or this one sees it. (SQLite's
+    write transaction holds the whole store already.)"""
+    lock = " FOR SHARE" if conn.dialect == "postgresql" else ""
+    r = await conn.fetchrow(
+        f"SELECT id, role_id, is_disabled FROM users WHERE id = $1 AND deleted_at IS NULL{lock}",
+        user_id,
+    )
+    return None if r is None else Principal(r[0], r[1], r[2])
+
+
+async def lock_enabled_holders(conn: Connection, permission: str) -> None:
+    """Lock the rows of the live, enabled users whose role grants `permission`
+    (authority/name) against any other change until the transaction ends. Taken in id
+    order, so two transactions that both take them never deadlock; and under PostgreSQL's
+    read committed, one that waited sees the rows as the other left them (a user it
+    deleted is gone). Foreign-key checks stay free: a token may still be created for a
+    locked user. On SQLite the write transaction holds the whole store already."""
+    if conn.dialect != "postgresql":
+        return
+    authority, name = permission.split("/", 1)
+    await conn.execute(
+        """SELECT u.id FROM users u
+        WHERE u.deleted_at IS NULL AND NOT u.is_disabled AND u.role_id IN (
+            SELECT rp.role_id FROM roles_permissions rp
+            JOIN permissions p ON p.id = rp.permission_id
+            WHERE p.authority = $1 AND p.name = $2)
+        ORDER BY u.id FOR NO KEY UPDATE""",
+        authority,
+        name,
+    )
+
+
 async def find_user_id(conn: Connection, name: str) -> str | None:
     found = await conn.fetchval("SELECT id FROM users WHERE name = $1 AND deleted_at IS NULL", name)
     return None if found is None else str(found)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Annotated
 
 import msgspec
 from msgspec import Meta
 
-from graphsvc.wire.common import UUID, NullString, NullTime, NullUUID
+from graphsvc.wire.common import UUID, Int32, NullString, NullTime, NullUUID
+
+# A name the store keeps: its columns hold 255 characters, and PostgreSQL cannot store a
+# NUL byte (SQLite can; refused on both, so both answer alike).
+MAX_NAME_LENGTH = 255
+NO_NUL = r"^[^\x00]*$"
+StoredName = Annotated[str, Meta(max_length=MAX_NAME_LENGTH, pattern=NO_NUL)]
 
 
 class TokenFields(msgspec.Struct):
@@ -48,9 +55,10 @@ class CreateTokenRequest(msgspec.Struct, forbid_unknown_fields=True):
     """POST /api/v2/tokens; both fields as the reference server names them, plus an expiry:
     a time, or a lifetime in seconds."""
 
-    token_name: str = ""
-    user_id: UUID | None = None
-    expires_at: datetime | None = None
+    token_name: StoredName = ""
+    user_id: uuid.UUID | None = None
+    # With its offset: a time without one names no instant.
+    expires_at: Annotated[datetime, Meta(tz=True)] | None = None
     lifetime_seconds: Annotated[int, Meta(ge=60, le=10 * 366 * 86400)] | None = None
 
 
@@ -102,7 +110,7 @@ class UserUpdate(msgspec.Struct):
     these two (its users have a name, a role and a secret, nothing else)."""
 
     is_disabled: bool | None = None
-    roles: list[int] | None = None
+    roles: list[Int32] | None = None
 
 
 class UserSecret(msgspec.Struct):
