@@ -273,6 +273,27 @@ class QueryChoice:
 
 
 @dataclass(frozen=True)
+class QueryFlag:
+    """A query parameter that is `true` or `false` (any case)."""
+
+    name: str
+    argument: str
+    default: bool
+    description: str
+
+    def parse(self, request: Request, app: Services) -> bool:
+        value = single(request.query, self.name)
+        if value is None:
+            return self.default
+        if value.lower() not in ("true", "false"):
+            raise bad_request(f"{self.name} must be true or false, got {value!r}", self.name)
+        return value.lower() == "true"
+
+    def document(self) -> list[Document]:
+        return [query_document(self.name, {"type": "boolean"}, self.description)]
+
+
+@dataclass(frozen=True)
 class Paging:
     """`skip` and `limit`, as one Page; `limit` at most the max_limit setting, or `cap`."""
 

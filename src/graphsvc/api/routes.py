@@ -36,6 +36,7 @@ from graphsvc.api.params import (
     Parameter,
     PathParameter,
     QueryChoice,
+    QueryFlag,
     QueryInt32,
     QueryText,
     QueryUUID,
@@ -56,6 +57,13 @@ from graphsvc.api.probes import (
     serve_openapi,
 )
 from graphsvc.graph import clients, data_quality, extensions, nodes
+from graphsvc.graph.entities import (
+    ENTITY_KINDS,
+    ENTITY_LISTS,
+    ENTITY_SHAPES,
+    build_entity_getter,
+    build_list_reader,
+)
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 from graphsvc.uploads import jobs
@@ -107,6 +115,62 @@ USER_ID = PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid
 JOB_ID = PathParameter(
     "file_upload_job_id", "job_id", "File-upload job id", INT32_SCHEMA, parse_path_int32
 )
+
+
+def object_id_of(label: str) -> PathParameter:
+    return PathParameter(
+        "object_id",
+        "object_id",
+        f"{label} object id, case-insensitive",
+        {"type": "string"},
+        parse_text,
+    )
+
+
+def build_entity_operations() -> tuple[Operation, ...]:
+    """The entity routes, from the table in graph.entities: each kind's properties and
+    counts, then each of its lists, paged and sorted as the DCOM rights are."""
+    getters = tuple(
+        Operation(
+            "GET",
+            f"{V2}/{segment}/{{object_id}}",
+            f"Get{label}Entity",
+            f"A {label}'s properties and, unless counts=false, the size of each of its lists",
+            build_entity_getter(segment),
+            ENTITY_SHAPES[segment][1],
+            ERRORS,
+            permission=READ_GRAPH,
+            parameters=(
+                object_id_of(label),
+                QueryFlag("counts", "counts", True, "Count each list; default true"),
+            ),
+        )
+        for segment, label in ENTITY_KINDS.items()
+    )
+    lists = tuple(
+        Operation(
+            "GET",
+            f"{V2}/{entry.segment}/{{object_id}}/{entry.path}",
+            f"List{ENTITY_KINDS[entry.segment]}"
+            + "".join(word.title() for word in entry.path.split("-")),
+            entry.summary,
+            build_list_reader(entry),
+            wire.PagedNodeList,
+            ERRORS,
+            permission=READ_GRAPH,
+            parameters=(
+                object_id_of(ENTITY_KINDS[entry.segment]),
+                Paging(default_limit=10),
+                QueryChoice(
+                    "type", ("list",), ("graph",), "Only 'list' is supported; 'graph' is a 400"
+                ),
+                Sorting(NODE_SORT, BY_NAME),
+            ),
+        )
+        for entry in ENTITY_LISTS
+    )
+    return getters + lists
+
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -522,4 +586,5 @@ OPERATIONS: tuple[Operation, ...] = (
         request_body=wire.UserSecret,
         writes=True,
     ),
+    *build_entity_operations(),
 )

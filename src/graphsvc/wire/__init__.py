@@ -69,6 +69,7 @@ from graphsvc.wire.data_quality import (
     PagedAggregations,
     PagedTenantStats,
 )
+from graphsvc.wire.entities import define_entity_shapes
 from graphsvc.wire.extensions import (
     EnvironmentKindDefinition,
     EnvironmentKindInfo,
@@ -178,6 +179,7 @@ __all__ = [
     "UserResponse",
     "UserSecret",
     "UserUpdate",
+    "define_entity_shapes",
     "null_int32",
     "null_int64",
     "null_string",

@@ -1,0 +1,248 @@
+"""The entity routes: an AD object's properties (`GET /api/v2/computers/{object_id}`...) and
+the lists around it (who is admin on a computer, what a user controls, a domain's users), on
+the reference server's paths and count names.
+
+Every list is one entry of `ENTITY_LISTS`: the route's kind, the list's path segment, its
+name among the entity's counts, and the walk through the graph that fills it (see
+`store.entities.Walk`). A new list is a new entry; the routes and the OpenAPI document
+follow from the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from graphsvc import wire
+from graphsvc.errors import not_found
+from graphsvc.store import entities
+from graphsvc.store.db import Connection
+from graphsvc.store.entities import Walk
+from graphsvc.store.paging import Page, SortKey
+
+# The route segment of each kind of entity, and its label in the graph.
+ENTITY_KINDS = {
+    "computers": "Computer",
+    "users": "User",
+    "groups": "Group",
+    "domains": "Domain",
+    "ous": "OU",
+    "gpos": "GPO",
+    "containers": "Container",
+}
+# The reference's ACL relationship kinds: what a `controllers` list follows.
+ACL_KINDS = (
+    "AllExtendedRights",
+    "ForceChangePassword",
+    "AddMember",
+    "AddAllowedToAct",
+    "GenericAll",
+    "WriteDacl",
+    "WriteOwner",
+    "GenericWrite",
+    "ReadLAPSPassword",
+    "ReadGMSAPassword",
+    "Owns",
+    "AddSelf",
+    "WriteSPN",
+    "AddKeyCredentialLink",
+    "GetChanges",
+    "GetChangesAll",
+    "GetChangesInFilteredSet",
+    "WriteAccountRestrictions",
+    "WriteGPLink",
+    "SyncLAPSPassword",
+    "DCSync",
+    "ManageCertificates",
+    "ManageCA",
+    "Enroll",
+    "WritePKIEnrollmentFlag",
+    "WritePKINameFlag",
+    "WriteOwnerLimitedRights",
+    "OwnsLimitedRights",
+)
+TRUSTS = ("SameForestTrust", "CrossForestTrust")
+
+
+@dataclass(frozen=True)
+class EntityList:
+    segment: str  # of the entity's route: computers, users...
+    path: str  # the list's own segment: admin-users
+    count_key: str  # its name among the entity's counts (the reference's): adminUsers
+    summary: str
+    walk: Walk
+
+
+def held_by(kind: str) -> Walk:
+    """Who holds `kind` on the entity, directly or as a member of a holder."""
+    return Walk((kind,), "in", "holders")
+
+
+def held_on(kind: str) -> Walk:
+    """What the entity holds `kind` on, itself or through a group it is in."""
+    return Walk((kind,), "out", "groups")
+
+
+CONTROLLERS = Walk(ACL_KINDS, "in", "holders")
+CONTROLLABLES = Walk(ACL_KINDS, "out", "groups")
+MEMBERSHIPS = Walk(("MemberOf",), "out", "transitive")
+
+ENTITY_LISTS: tuple[EntityList, ...] = (
+    EntityList("computers", "sessions", "sessions", "Users with a session on the computer",
+               Walk(("HasSession",), "out", "direct")),
+    EntityList("computers", "admin-users", "adminUsers",
+               "Who is a local administrator of the computer, through nested groups",
+               held_by("AdminTo")),
+    EntityList("computers", "rdp-users", "rdpUsers",
+               "Who may log on to the computer by remote desktop, through nested groups",
+               held_by("CanRDP")),
+    EntityList("computers", "dcom-users", "dcomUsers",
+               "Who may use DCOM on the computer, through nested groups (as dcom-rights)",
+               held_by("ExecuteDCOM")),
+    EntityList("computers", "ps-remote-users", "psRemoteUsers",
+               "Who may use PowerShell remoting on the computer, through nested groups",
+               held_by("CanPSRemote")),
+    EntityList("computers", "controllers", "controllers",
+               "Who holds a right over the computer (an ACE), and their members",
+               CONTROLLERS),
+    EntityList("computers", "group-membership", "groupMembership",
+               "The groups the computer is in, at any depth", MEMBERSHIPS),
+    EntityList("computers", "admin-rights", "adminRights",
+               "The computers the computer is a local administrator of", held_on("AdminTo")),
+    EntityList("computers", "controllables", "controllables",
+               "What the computer holds a right over (an ACE), itself or through its groups",
+               CONTROLLABLES),
+    EntityList("users", "sessions", "sessions", "Computers the user has a session on",
+               Walk(("HasSession",), "in", "direct")),
+    EntityList("users", "memberships", "groupMembership",
+               "The groups the user is in, at any depth", MEMBERSHIPS),
+    EntityList("users", "admin-rights", "adminRights",
+               "The computers the user is a local administrator of, through its groups",
+               held_on("AdminTo")),
+    EntityList("users", "rdp-rights", "rdpRights",
+               "The computers the user may reach by remote desktop, through its groups",
+               held_on("CanRDP")),
+    EntityList("users", "dcom-rights", "dcomRights",
+               "The computers the user may use DCOM on, through its groups",
+               held_on("ExecuteDCOM")),
+    EntityList("users", "ps-remote-rights", "psRemoteRights",
+               "The computers the user may use PowerShell remoting on, through its groups",
+               held_on("CanPSRemote")),
+    EntityList("users", "controllables", "controllables",
+               "What the user holds a right over (an ACE), itself or through its groups",
+               CONTROLLABLES),
+    EntityList("users", "controllers", "controllers",
+               "Who holds a right over the user (an ACE), and their members", CONTROLLERS),
+    EntityList("groups", "sessions", "sessions",
+               "Computers where a member of the group, at any depth, has a session",
+               Walk(("HasSession",), "in", "members")),
+    EntityList("groups", "members", "members", "The group's members, at any depth",
+               Walk(("MemberOf",), "in", "transitive")),
+    EntityList("groups", "memberships", "membership",
+               "The groups the group is in, at any depth", MEMBERSHIPS),
+    EntityList("groups", "admin-rights", "adminRights",
+               "The computers the group's members are local administrators of",
+               held_on("AdminTo")),
+    EntityList("groups", "rdp-rights", "rdpRights",
+               "The computers the group's members may reach by remote desktop",
+               held_on("CanRDP")),
+    EntityList("groups", "dcom-rights", "dcomRights",
+               "The computers the group's members may use DCOM on", held_on("ExecuteDCOM")),
+    EntityList("groups", "ps-remote-rights", "psRemoteRights",
+               "The computers the group's members may use PowerShell remoting on",
+               held_on("CanPSRemote")),
+    EntityList("groups", "controllables", "controllables",
+               "What the group holds a right over (an ACE), itself or through its groups",
+               CONTROLLABLES),
+    EntityList("groups", "controllers", "controllers",
+               "Who holds a right over the group (an ACE), and their members", CONTROLLERS),
+    EntityList("domains", "users", "users", "The domain's users",
+               Walk(("User",), "in", "environment")),
+    EntityList("domains", "groups", "groups", "The domain's groups",
+               Walk(("Group",), "in", "environment")),
+    EntityList("domains", "computers", "computers", "The domain's computers",
+               Walk(("Computer",), "in", "environment")),
+    EntityList("domains", "ous", "ous", "The domain's OUs", Walk(("OU",), "in", "environment")),
+    EntityList("domains", "gpos", "gpos", "The domain's GPOs",
+               Walk(("GPO",), "in", "environment")),
+    EntityList("domains", "dc-syncers", "dcsyncers",
+               "Who may replicate the domain's secrets (DCSync)",
+               Walk(("DCSync",), "in", "direct")),
+    EntityList("domains", "inbound-trusts", "inboundTrusts",
+               "The domains that trust this one, at any depth", Walk(TRUSTS, "in", "transitive")),
+    EntityList("domains", "outbound-trusts", "outboundTrusts",
+               "The domains this one trusts, at any depth", Walk(TRUSTS, "out", "transitive")),
+    EntityList("domains", "linked-gpos", "linkedgpos", "The GPOs linked to the domain",
+               Walk(("GPLink",), "in", "direct")),
+    EntityList("domains", "controllers", "controllers",
+               "Who holds a right over the domain (an ACE), and their members", CONTROLLERS),
+    EntityList("ous", "gpos", "gpos", "The GPOs linked to the OU",
+               Walk(("GPLink",), "in", "direct")),
+    EntityList("ous", "controllers", "controllers",
+               "Who holds a right over the OU (an ACE), and their members", CONTROLLERS),
+    EntityList("gpos", "ous", "ous", "The domains and OUs the GPO is linked to",
+               Walk(("GPLink",), "out", "direct")),
+    EntityList("gpos", "controllers", "controllers",
+               "Who holds a right over the GPO (an ACE), and their members", CONTROLLERS),
+    EntityList("containers", "controllers", "controllers",
+               "Who holds a right over the container (an ACE), and their members",
+               CONTROLLERS),
+)  # fmt: skip
+
+
+async def find_entity(conn: Connection, segment: str, object_id: str) -> entities.EntityRow:
+    label = ENTITY_KINDS[segment]
+    entity = await entities.find_entity(conn, object_id, label)
+    if entity is None:
+        raise not_found(
+            f"no {label} with object id {object_id!r}; find one by name with "
+            f"GET /api/v2/search?q=NAME&type={label} or `graphsvc find NAME --kind {label}`",
+            "object_id",
+        )
+    return entity
+
+
+def define_entity_shapes(segment: str) -> tuple[type[msgspec.Struct], type[msgspec.Struct]]:
+    keys = [entry.count_key for entry in ENTITY_LISTS if entry.segment == segment]
+    return wire.define_entity_shapes(ENTITY_KINDS[segment], keys)
+
+
+ENTITY_SHAPES = {segment: define_entity_shapes(segment) for segment in ENTITY_KINDS}
+
+
+def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]]:
+    """The service function of `GET /api/v2/{segment}/{object_id}`."""
+    lists = [entry for entry in ENTITY_LISTS if entry.segment == segment]
+    data, response = ENTITY_SHAPES[segment]
+
+    async def get_entity(conn: Connection, object_id: str, counts: bool) -> msgspec.Struct:
+        entity = await find_entity(conn, segment, object_id)
+        numbers: dict[str, int] = {}
+        if counts:
+            for entry in lists:
+                numbers[entry.count_key] = await entities.count_reached(
+                    conn, entity.node_id, entry.walk
+                )
+        props = {"objectid": entity.object_id, "name": entity.name, **entity.properties}
+        return response(data(props=props, **numbers))
+
+    get_entity.__name__ = f"get_{segment}_entity"
+    return get_entity
+
+
+def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedNodeList]]:
+    """The service function of one list route."""
+
+    async def list_related(
+        conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
+    ) -> wire.PagedNodeList:
+        entity = await find_entity(conn, entry.segment, object_id)
+        total, rows = await entities.list_reached(
+            conn, entity.node_id, entry.walk, sort, page.skip, page.limit
+        )
+        return wire.PagedNodeList(total, page.skip, page.limit, rows)
+
+    list_related.__name__ = f"list_{entry.segment}_{entry.path.replace('-', '_')}"
+    return list_related
