@@ -18,7 +18,7 @@ from graphsvc.accounts.permissions import WRITE_GRAPH
 from graphsvc.api.routes import OPERATIONS
 from graphsvc.store import db
 from graphsvc.store.db import Connection
-from graphsvc.uploads.ingester import JobIngester
+from graphsvc.uploads.ingester import JobIngester, write_job_files
 from tests.conftest import FIXTURES, Env, ingest
 
 CE = FIXTURES / "bloodhound-ce" / "fixtures"
@@ -190,6 +190,54 @@ def test_a_body_that_is_not_its_type_fails_the_job_naming_the_file(
     assert job["status_message"] == (
         "collection.zip: named .zip but not a zip file (no zip signature)"
     )
+
+
+def opengraph_node(node_id: str) -> bytes:
+    return json.dumps({"graph": {"nodes": [{"id": node_id, "kinds": ["Thing"]}]}}).encode()
+
+
+def test_files_sent_under_one_name_are_all_kept_and_ingested(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    """The ingester numbered a repeated name `{n}-{name}`, which could be a file of the job
+    already: a.json, 3-a.json, a.json lost the second file."""
+    env, collector = uploading
+    sent = [("a.json", "FIRST"), ("3-a.json", "SECOND"), ("a.json", "THIRD")]
+    job_id = upload(
+        env, collector, [(name, opengraph_node(node), "application/json") for name, node in sent]
+    )
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 2, job["status_message"]
+    assert [f["name"] for f in job["files"]] == ["a.json", "3-a.json", "a-2.json"]
+    assert job["status_message"] == "ingested 3 documents: 3 nodes, 0 edges"
+    stored = env.run_in_transaction(lambda conn: conn.fetch("SELECT object_id FROM nodes"))
+    assert sorted(row[0] for row in stored) == ["FIRST", "SECOND", "THIRD"]
+
+
+def test_a_job_stored_with_repeated_names_is_written_out_without_losing_a_file(
+    uploading: tuple[Env, tokens.CreatedToken], tmp_path: Path
+) -> None:
+    """Jobs stored before names were made unique may repeat one."""
+    env, collector = uploading
+    job_id = post(env, START, collector).json()["data"]["id"]
+    for name, node in [("a.json", "FIRST"), ("3-a.json", "SECOND"), ("b.json", "THIRD")]:
+        sent = send_file(env, collector, job_id, name, opengraph_node(node), "application/json")
+        assert sent.status_code == 202, sent.text
+
+    async def write_out(conn: Connection) -> list[Path]:
+        await conn.execute(
+            "UPDATE file_upload_files SET name = 'a.json' WHERE job_id = $1 AND name = 'b.json'",
+            job_id,
+        )
+        return await write_job_files(conn, job_id, tmp_path)
+
+    paths = env.run_in_transaction(write_out)
+    assert [p.name for p in paths] == ["a.json", "3-a.json", "a-2.json"]
+    assert [json.loads(p.read_text())["graph"]["nodes"][0]["id"] for p in paths] == [
+        "FIRST",
+        "SECOND",
+        "THIRD",
+    ]
 
 
 def test_a_wrong_body_signature_is_401_and_stores_nothing(

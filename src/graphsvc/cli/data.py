@@ -60,16 +60,19 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
     """Load collector output as one run: SharpHound and AzureHound JSON, OpenGraph JSON,
     SharpHound zips, and folders of these."""
     from graphsvc.ingest import ingest_files
-    from graphsvc.ingest.sources import expand
+    from graphsvc.ingest.sources import Archives, IngestLimits, expand
 
+    settings = load_settings()
+    limits = IngestLimits(settings.max_zip_entries, settings.max_ingest_documents)
     try:
-        total = sum(s.size for s in expand(list(paths)))
+        with Archives() as archives:
+            total = sum(s.size for s in expand(list(paths), archives, limits=limits))
     except IngestError as exc:
         fail(str(exc))
     progress = IngestProgress(total)
     try:
         result = run_in_transaction(
-            load_settings(), lambda conn: ingest_files(conn, paths, progress)
+            settings, lambda conn: ingest_files(conn, paths, progress, limits=limits)
         )
     finally:
         progress.close()

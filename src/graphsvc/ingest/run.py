@@ -20,7 +20,7 @@ import ijson
 
 from graphsvc.ingest import azurehound, opengraph, sharphound, statistics
 from graphsvc.ingest.records import IngestError, lower_keys
-from graphsvc.ingest.sources import Progress, Source, expand
+from graphsvc.ingest.sources import NO_LIMITS, Archives, IngestLimits, Progress, Source, expand
 from graphsvc.ingest.survey import survey
 from graphsvc.ingest.writer import GraphWriter
 from graphsvc.store import graph
@@ -97,16 +97,18 @@ async def ingest_files(
     progress: Callable[[Source], Progress] | None = None,
     now: datetime | None = None,
     root: Path | None = None,
+    limits: IngestLimits = NO_LIMITS,
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
     run's time (the collection's, when loading history); files are named relative to
-    `root`, when given."""
+    `root`, when given. Input past `limits` is refused before anything is written."""
     started = time.monotonic()
-    sources = expand(list(paths), root)
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
-    for source in sources:
-        await ingest_source(source, writer, progress(source) if progress else None)
+    with Archives() as archives:
+        sources = expand(list(paths), archives, root, limits)
+        for source in sources:
+            await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     nodes, edges = await graph.count_run(conn, run_id)
     labels = [s.label for s in sources]

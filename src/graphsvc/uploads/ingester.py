@@ -32,6 +32,7 @@ from pathlib import Path
 
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.run import ingest_files
+from graphsvc.ingest.sources import IngestLimits
 from graphsvc.logs import audit
 from graphsvc.settings import Settings
 from graphsvc.store import uploads
@@ -43,6 +44,7 @@ from graphsvc.store.db import (
     is_store_busy,
     run_in_transaction,
 )
+from graphsvc.uploads.jobs import free_name
 
 log = logging.getLogger("graphsvc.ingester")
 FOLDER_PREFIX = "graphsvc-job-"  # then the ingesting process's id
@@ -197,8 +199,9 @@ class JobIngester:
     ) -> tuple[str, str]:
         """One run of the job's files, completing the job in the same transaction; the
         job's status message and the run's id."""
+        limits = IngestLimits(self.settings.max_zip_entries, self.settings.max_ingest_documents)
         async with db.transaction() as conn:
-            result = await ingest_files(conn, paths, root=root)
+            result = await ingest_files(conn, paths, root=root, limits=limits)
             message = (
                 f"ingested {len(result.files)} documents: {result.nodes} nodes, "
                 f"{result.edges} edges"
@@ -265,15 +268,15 @@ async def time_out_jobs(conn: Connection, job_ids: list[int], now: datetime) -> 
 
 
 async def write_job_files(conn: Connection, job_id: int, folder: Path) -> list[Path]:
-    """The job's files, written from the database into `folder` under the names they were
-    sent with (numbered when two share a name)."""
+    """The job's files, written from the database into `folder` under their names in the
+    job. Those are unique since `store_upload` makes them so; a job stored before then may
+    repeat one, and a file system may fold case, so a file never replaces another: it
+    takes the next free name."""
     files = (await uploads.list_job_files(conn, [job_id]))[job_id]
     paths = []
-    for number, file in enumerate(files, start=1):
-        path = folder / file.name
-        if path.exists():
-            path = folder / f"{number}-{file.name}"
-        with path.open("wb") as out:
+    for file in files:
+        path = folder / free_name(file.name, lambda candidate: (folder / candidate).exists())
+        with path.open("xb") as out:
             seq = 0
             while (chunk := await uploads.fetch_chunk(conn, file.id, seq)) is not None:
                 out.write(chunk)

@@ -8,7 +8,7 @@ A job takes files and is ended by the user who started it, or by one with `auth/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO
@@ -120,6 +120,19 @@ async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJ
     return wire.FileUploadJobResponse(build_job(job, []))
 
 
+def free_name(name: str, is_taken: Callable[[str], bool]) -> str:
+    """`name`, or the first of `name-2.ext`, `name-3.ext`... that is not taken."""
+    if not is_taken(name):
+        return name
+    stem, dot, extension = name.rpartition(".")
+    if not stem:
+        stem, dot, extension = name, "", ""
+    number = 2
+    while is_taken(f"{stem}-{number}{dot}{extension}"):
+        number += 1
+    return f"{stem}-{number}{dot}{extension}"
+
+
 async def store_upload(
     conn: Connection, caller: Caller, job_id: int, upload: UploadedBody
 ) -> wire.FileUploadJobResponse:
@@ -128,7 +141,13 @@ async def store_upload(
     require_running(job, "take more files")
     now = datetime.now(UTC)
     files = (await uploads.list_job_files(conn, [job.id]))[job.id]
-    name = upload.name or f"file-{len(files) + 1}{ACCEPTED_TYPES[upload.content_type]}"
+    # Unique within the job, so that the files listed are the files ingested. Two files sent
+    # at once cannot take one name: the job's row is locked (SQLite: one writer at a time).
+    taken = {f.name for f in files}
+    name = free_name(
+        upload.name or f"file-{len(files) + 1}{ACCEPTED_TYPES[upload.content_type]}",
+        lambda candidate: candidate in taken,
+    )
     file_id = await uploads.insert_file(conn, job.id, name, upload.content_type, upload.size, now)
     upload.file.seek(0)
     seq = 0
