@@ -522,7 +522,9 @@ def served(
         yield base, process
     finally:
         process.terminate()
-        process.wait(10)
+        # Within the shutdown grace (30 s by default): on a loaded machine (CI with other
+        # test processes) a supervisor stopping two workers took over 10 s.
+        process.wait(35)
 
 
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
