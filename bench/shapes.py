@@ -16,14 +16,109 @@ from typing import Any
 from graphsvc.demo.collectors import Domain, write_document
 from graphsvc.store.data_quality import AggregationRow
 
+# Local groups a Windows member server reports, by RID, as SharpHound collects them.
+LOCAL_GROUPS = (
+    (544, "ADMINISTRATORS"),
+    (545, "USERS"),
+    (546, "GUESTS"),
+    (547, "POWER USERS"),
+    (550, "PRINT OPERATORS"),
+    (551, "BACKUP OPERATORS"),
+    (552, "REPLICATOR"),
+    (555, "REMOTE DESKTOP USERS"),
+    (556, "NETWORK CONFIGURATION OPERATORS"),
+    (558, "PERFORMANCE MONITOR USERS"),
+    (559, "PERFORMANCE LOG USERS"),
+    (562, "DISTRIBUTED COM USERS"),
+    (568, "IIS_IUSRS"),
+    (569, "CRYPTOGRAPHIC OPERATORS"),
+    (573, "EVENT LOG READERS"),
+    (574, "CERTIFICATE SERVICE DCOM ACCESS"),
+    (575, "RDS REMOTE ACCESS SERVERS"),
+    (576, "RDS ENDPOINT SERVERS"),
+    (577, "RDS MANAGEMENT SERVERS"),
+    (578, "HYPER-V ADMINISTRATORS"),
+    (579, "ACCESS CONTROL ASSISTANCE OPERATORS"),
+    (580, "REMOTE MANAGEMENT USERS"),
+    (581, "SYSTEM MANAGED ACCOUNTS GROUP"),
+    (582, "STORAGE REPLICA ADMINISTRATORS"),
+    (583, "DEVICE OWNERS"),
+)
+# The built-in groups a domain controller reports instead (domain-prefixed, IGNOREME).
+DC_BUILTIN_RIDS = (544, 545, 546, 548, 549, 550, 551, 552, 554, 555, 557, 560, 561, 562, 580)
+
+# (principal, right, inherited) of each object type's ACL, as the fixtures' real collections
+# have them: nearly all from the same few built-in and admin groups, plus one delegation
+# ("helpdesk") group per object. "DA" is Domain Admins, "EA" Enterprise Admins, "BA" BUILTIN
+# Administrators, "AO" Account Operators, "KA"/"EKA" (Enterprise) Key Admins.
+USER_ACL = (
+    ("DA", "Owns", False),
+    ("DA", "GenericAll", False),
+    ("EA", "GenericAll", True),
+    ("BA", "WriteDacl", True),
+    ("BA", "WriteOwner", True),
+    ("BA", "GenericWrite", True),
+    ("BA", "AllExtendedRights", True),
+    ("AO", "GenericAll", False),
+    ("KA", "AddKeyCredentialLink", True),
+    ("EKA", "AddKeyCredentialLink", True),
+    ("HELPDESK", "ForceChangePassword", True),
+    ("HELPDESK", "GenericWrite", True),
+)
+COMPUTER_ACL = (
+    ("DA", "Owns", False),
+    ("DA", "GenericAll", False),
+    ("EA", "GenericAll", True),
+    ("BA", "WriteDacl", True),
+    ("BA", "WriteOwner", True),
+    ("BA", "GenericWrite", True),
+    ("AO", "GenericAll", False),
+    ("KA", "AddKeyCredentialLink", True),
+    ("EKA", "AddKeyCredentialLink", True),
+    ("HELPDESK", "ReadLAPSPassword", True),
+)
+GROUP_ACL = (
+    ("BA", "Owns", False),
+    ("DA", "GenericAll", False),
+    ("EA", "GenericAll", True),
+    ("BA", "WriteDacl", True),
+    ("BA", "WriteOwner", True),
+    ("BA", "GenericWrite", True),
+    ("AO", "GenericAll", False),
+    ("HELPDESK", "AddMember", False),
+)
+# The domain object's, DCSync and LAPS-sync rights included (the fixtures' default ACL).
+DOMAIN_ACL = (
+    ("BA", "Owns", False),
+    ("BA", "WriteDacl", False),
+    ("BA", "WriteOwner", False),
+    ("BA", "AllExtendedRights", False),
+    ("DA", "WriteDacl", False),
+    ("DA", "WriteOwner", False),
+    ("DA", "AllExtendedRights", False),
+    ("EA", "GenericAll", False),
+    ("EDC", "GetChanges", False),
+    ("EDC", "GetChangesInFilteredSet", False),
+    ("BA", "GetChanges", False),
+    ("BA", "GetChangesAll", False),
+    ("BA", "GetChangesInFilteredSet", False),
+    ("ERODC", "GetChanges", False),
+    ("DC", "GetChangesAll", False),
+)
+
 
 @dataclass
 class LargeDomain:
     """A big AD-shaped collection, generated record by record (never held in memory).
 
     Groups nest `depth` levels deep; every user is in two groups; computers have sessions;
-    one computer in twenty grants DCOM to a group and a user. Records carry ACEs and the
-    property bag real SharpHound output has, so file sizes are realistic.
+    one computer in twenty grants DCOM to a group and a user. Records are shaped like the
+    fixtures' real SharpHound output, so sizes and edge counts are realistic: ACLs of 8 to 12
+    entries, nearly all from the same few admin groups (the fixtures average 12 per user, 9
+    per computer, 5 to 8 per group); half the computers were reached and report their 25
+    local groups (Administrators, Remote Desktop Users, Remote Management Users with members)
+    and user rights, the rest a connection failure; a third have LAPS; two domain
+    controllers report the domain's built-in groups; the domain's ACL grants DCSync rights.
     """
 
     name: str
@@ -32,7 +127,7 @@ class LargeDomain:
     computers: int
     groups: int
     depth: int = 4
-    aces: int = 12
+    helpdesks: int = 20  # delegation groups: the first this many generated groups
 
     @classmethod
     def of_size(cls, name: str, sid: str, objects: int) -> LargeDomain:
@@ -54,26 +149,41 @@ class LargeDomain:
     def computer_rid(self, i: int) -> int:
         return 5_000_000 + i
 
-    def ace(self, n: int) -> dict[str, Any]:
-        rights = (
-            "GenericAll",
-            "WriteDacl",
-            "WriteOwner",
-            "GenericWrite",
-            "Owns",
-            "AllExtendedRights",
-            "ForceChangePassword",
-            "AddMember",
-        )
+    def dc_rid(self, i: int) -> int:
+        return 1000 + i
+
+    def well_known(self) -> dict[str, str]:
+        """The ACL principals by short name (see USER_ACL)."""
+        builtin = f"{self.name}-S-1-5-32"
         return {
-            "PrincipalSID": f"{self.sid}-{self.group_rid(n % max(self.groups, 1))}",
-            "PrincipalType": "Group",
-            "RightName": rights[n % len(rights)],
-            "IsInherited": n % 3 == 0,
-            "InheritanceHash": f"{n:032x}",
+            "DA": f"{self.sid}-512",
+            "EA": f"{self.sid}-519",
+            "DC": f"{self.sid}-516",
+            "ERODC": f"{self.sid}-498",
+            "KA": f"{self.sid}-526",
+            "EKA": f"{self.sid}-527",
+            "BA": f"{builtin}-544",
+            "AO": f"{builtin}-548",
+            "EDC": f"{self.name}-S-1-5-9",
         }
 
-    def common(self, name: str, rid: int, kind: str) -> dict[str, Any]:
+    def acl(self, template: tuple[tuple[str, str, bool], ...], rid: int) -> list[dict[str, Any]]:
+        principals = self.well_known()
+        helpdesk = f"{self.sid}-{self.group_rid(rid % min(self.helpdesks, self.groups))}"
+        return [
+            {
+                "PrincipalSID": helpdesk if who == "HELPDESK" else principals[who],
+                "PrincipalType": "Group",
+                "RightName": right,
+                "IsInherited": inherited,
+                "InheritanceHash": f"{rid * 31 + n:032x}" if inherited else "",
+            }
+            for n, (who, right, inherited) in enumerate(template)
+        ]
+
+    def common(
+        self, name: str, rid: int, kind: str, template: tuple[tuple[str, str, bool], ...]
+    ) -> dict[str, Any]:
         dn_name = name.split("@")[0].split(".")[0]
         return {
             "ObjectIdentifier": f"{self.sid}-{rid}",
@@ -87,7 +197,7 @@ class LargeDomain:
                 "whencreated": 1700000000 + rid,
                 "isaclprotected": False,
             },
-            "Aces": [self.ace(rid + n) for n in range(self.aces)],
+            "Aces": self.acl(template, rid),
             "IsDeleted": False,
             "IsACLProtected": False,
             "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
@@ -98,9 +208,25 @@ class LargeDomain:
         leaves = max(1, self.groups // self.depth)
         return self.group_rid((i * 7 + which * 13) % leaves)
 
+    def domain_record(self) -> dict[str, Any]:
+        record = Domain(self.name, self.sid).domain_record()
+        record["Properties"]["collected"] = True
+        principals = self.well_known()
+        record["Aces"] = [
+            {
+                "PrincipalSID": principals[who],
+                "PrincipalType": "Group",
+                "RightName": right,
+                "IsInherited": inherited,
+                "InheritanceHash": "",
+            }
+            for who, right, inherited in DOMAIN_ACL
+        ]
+        return record
+
     def user_records(self) -> Iterator[dict[str, Any]]:
         for i in range(self.users):
-            record = self.common(f"USER{i}@{self.name}", self.user_rid(i), "User")
+            record = self.common(f"USER{i}@{self.name}", self.user_rid(i), "User", USER_ACL)
             record["Properties"].update(
                 {
                     "enabled": i % 17 != 0,
@@ -122,7 +248,38 @@ class LargeDomain:
             )
             yield record
 
+    def well_known_group_records(self) -> Iterator[dict[str, Any]]:
+        """The admin and built-in groups the ACLs name; five users are Domain Admins."""
+
+        def ref(oid: str, kind: str = "Group") -> dict[str, str]:
+            return {"ObjectIdentifier": oid, "ObjectType": kind}
+
+        principals = self.well_known()
+        admins = [ref(f"{self.sid}-{self.user_rid(i)}", "User") for i in range(5)]
+        members = {
+            "DA": admins,
+            "EA": admins[:1],
+            "BA": [ref(principals["DA"]), ref(principals["EA"])],
+        }
+        names = {
+            "DA": "DOMAIN ADMINS",
+            "EA": "ENTERPRISE ADMINS",
+            "DC": "DOMAIN CONTROLLERS",
+            "ERODC": "ENTERPRISE READ-ONLY DOMAIN CONTROLLERS",
+            "KA": "KEY ADMINS",
+            "EKA": "ENTERPRISE KEY ADMINS",
+            "BA": "ADMINISTRATORS",
+            "AO": "ACCOUNT OPERATORS",
+            "EDC": "ENTERPRISE DOMAIN CONTROLLERS",
+        }
+        for short, oid in principals.items():
+            record = self.common(f"{names[short]}@{self.name}", 0, "Group", GROUP_ACL)
+            record["ObjectIdentifier"] = oid
+            record["Members"] = members.get(short, [])
+            yield record
+
     def group_records(self) -> Iterator[dict[str, Any]]:
+        yield from self.well_known_group_records()
         leaves = max(1, self.groups // self.depth)
         members: dict[int, list[dict[str, str]]] = {}
         for i in range(self.users):
@@ -133,7 +290,7 @@ class LargeDomain:
             if len(members) > 50_000:  # never reached with sane shapes; bounds memory anyway
                 break
         for g in range(self.groups):
-            record = self.common(f"GROUP{g}@{self.name}", self.group_rid(g), "Group")
+            record = self.common(f"GROUP{g}@{self.name}", self.group_rid(g), "Group", GROUP_ACL)
             # Group g is a member of group g + leaves: `depth` levels of nesting.
             nested = [
                 {"ObjectIdentifier": f"{self.sid}-{self.group_rid(c)}", "ObjectType": "Group"}
@@ -142,65 +299,133 @@ class LargeDomain:
             record["Members"] = members.pop(self.group_rid(g), []) + nested
             yield record
 
-    def computer_records(self) -> Iterator[dict[str, Any]]:
-        for i in range(self.computers):
-            rid = self.computer_rid(i)
-            host = f"HOST{i}.{self.name}"
-            record = self.common(host, rid, "Computer")
-            record["Properties"].update(
+    def local_groups(self, computer: str, host: str, i: int) -> list[dict[str, Any]]:
+        """A reached member server's local groups: Domain Admins and a team group are
+        administrators; some computers let a group in by RDP or WinRM; the DCOM grants."""
+
+        def group(oid: str) -> dict[str, str]:
+            return {"ObjectIdentifier": oid, "ObjectType": "Group"}
+
+        team = group(f"{self.sid}-{self.group_rid(i // 50 % self.groups)}")
+        results: dict[int, list[dict[str, str]]] = {
+            544: [group(f"{self.sid}-512"), team],
+            545: [group(f"{self.name}-S-1-5-11"), group(f"{self.sid}-513")],
+            555: [team] if i % 4 == 0 else [],
+            562: self.dcom_grants(i),
+            574: [group(f"{self.name}-S-1-5-11")],
+            580: [team] if i % 10 == 0 else [],
+        }
+        return [
+            {
+                "ObjectIdentifier": f"{computer}-{rid}",
+                "Name": f"{name}@{host}",
+                "Collected": True,
+                "FailureReason": None,
+                "Results": results.get(rid, []),
+                "LocalNames": [],
+            }
+            for rid, name in LOCAL_GROUPS
+        ]
+
+    def dcom_grants(self, i: int) -> list[dict[str, str]]:
+        if i % 20:
+            return []
+        top = self.group_rid(self.groups - 1 - (i // 20) % max(1, self.groups // 4))
+        return [
+            {"ObjectIdentifier": f"{self.sid}-{top}", "ObjectType": "Group"},
+            {
+                "ObjectIdentifier": f"{self.sid}-{self.user_rid(i % self.users)}",
+                "ObjectType": "User",
+            },
+        ]
+
+    def computer_record(self, rid: int, host: str, i: int, dc: bool) -> dict[str, Any]:
+        computer = f"{self.sid}-{rid}"
+        record = self.common(host, rid, "Computer", COMPUTER_ACL)
+        record["Properties"].update(
+            {
+                "operatingsystem": "Windows Server 2022",
+                "enabled": True,
+                "unconstraineddelegation": dc,
+                "isdc": dc,
+                "haslaps": not dc and i % 3 == 0,
+            }
+        )
+        reached = dc or i % 2 == 0
+        if dc:
+            builtin = f"{self.name}-S-1-5-32"
+            admins = [f"{self.sid}-512", f"{self.sid}-519"]
+            local_groups = [
                 {
-                    "operatingsystem": "Windows Server 2022",
-                    "enabled": True,
-                    "unconstraineddelegation": False,
-                }
-            )
-            granted = []
-            if i % 20 == 0:
-                top = self.group_rid(self.groups - 1 - (i // 20) % max(1, self.groups // 4))
-                granted = [
-                    {"ObjectIdentifier": f"{self.sid}-{top}", "ObjectType": "Group"},
-                    {
-                        "ObjectIdentifier": f"{self.sid}-{self.user_rid(i % self.users)}",
-                        "ObjectType": "User",
-                    },
-                ]
-            record.update(
-                {
-                    "PrimaryGroupSID": f"{self.sid}-515",
-                    "DomainSID": self.sid,
-                    "Status": None,
-                    "LocalGroups": [
-                        {
-                            "ObjectIdentifier": f"{self.sid}-{rid}-562",
-                            "Name": f"DISTRIBUTED COM USERS@{host}",
-                            "Collected": True,
-                            "FailureReason": None,
-                            "Results": granted,
-                            "LocalNames": [],
-                        }
+                    "ObjectIdentifier": f"{builtin}-{rid}",
+                    "Name": "IGNOREME",
+                    "Collected": True,
+                    "FailureReason": None,
+                    "Results": [
+                        {"ObjectIdentifier": oid, "ObjectType": "Group"}
+                        for oid in (admins if rid == 544 else [])
                     ],
-                    "Sessions": {
+                    "LocalNames": [],
+                }
+                for rid in DC_BUILTIN_RIDS
+            ]
+            grantees = [{"ObjectIdentifier": f"{builtin}-544", "ObjectType": "Group"}]
+        else:
+            local_groups = self.local_groups(computer, host, i) if reached else []
+            grantees = [
+                {"ObjectIdentifier": f"{computer}-{rid}", "ObjectType": "LocalGroup"}
+                for rid in (544, 555)
+            ]
+        record.update(
+            {
+                "PrimaryGroupSID": f"{self.sid}-{516 if dc else 515}",
+                "AllowedToDelegate": [],
+                "AllowedToAct": [],
+                "HasSIDHistory": [],
+                "DumpSMSAPassword": [],
+                "DomainSID": self.sid,
+                "IsDC": dc,
+                "UnconstrainedDelegation": dc,
+                "Status": None if reached else {"Connectable": False, "Error": "PortNotOpen"},
+                "LocalGroups": local_groups,
+                "UserRights": [
+                    {
+                        "Privilege": "SeRemoteInteractiveLogonRight",
                         "Collected": True,
                         "FailureReason": None,
-                        "Results": [
-                            {
-                                "ComputerSID": f"{self.sid}-{rid}",
-                                "UserSID": f"{self.sid}-{self.user_rid((i * 31 + s) % self.users)}",
-                            }
-                            for s in range(3)
-                        ],
-                    },
-                }
-            )
-            yield record
+                        "Results": grantees,
+                        "LocalNames": [],
+                    }
+                ]
+                if reached
+                else [],
+                "Sessions": {
+                    "Collected": True,
+                    "FailureReason": None,
+                    "Results": [
+                        {
+                            "ComputerSID": computer,
+                            "UserSID": f"{self.sid}-{self.user_rid((i * 31 + s) % self.users)}",
+                        }
+                        for s in range(3)
+                    ],
+                },
+            }
+        )
+        return record
+
+    def computer_records(self) -> Iterator[dict[str, Any]]:
+        for i in range(2):
+            yield self.computer_record(self.dc_rid(i), f"DC{i}.{self.name}", i, dc=True)
+        for i in range(self.computers):
+            yield self.computer_record(self.computer_rid(i), f"HOST{i}.{self.name}", i, dc=False)
 
     def write(self, folder: Path) -> dict[str, int]:
         """The four documents; returns the records written per type."""
         folder.mkdir(parents=True, exist_ok=True)
-        domain = Domain(self.name, self.sid)
         counts = {}
         for meta_type, records in (
-            ("domains", [domain.domain_record()]),
+            ("domains", [self.domain_record()]),
             ("groups", self.group_records()),
             ("users", self.user_records()),
             ("computers", self.computer_records()),

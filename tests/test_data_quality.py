@@ -205,8 +205,13 @@ def seed_tenant(env: Env, tenant_id: str, days_ago: list[int]) -> None:
     async def work(conn: Connection) -> None:
         for day in days_ago:
             counts = dict.fromkeys(data_quality.TENANT_COUNT_FIELDS, day)
-            await data_quality.insert_tenant_stats(
-                conn, tenant_id, counts, str(uuid.uuid4()), base - timedelta(days=day)
+            await data_quality.insert_stats_record(
+                conn,
+                data_quality.TENANT_STATS,
+                tenant_id,
+                counts,
+                str(uuid.uuid4()),
+                base - timedelta(days=day),
             )
 
     env.run_in_transaction(work)

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from graphsvc.api.routes import OPERATIONS
-from graphsvc.graph.entities import ENTITY_KINDS, ENTITY_LISTS
+from graphsvc.graph.entities import ACL_KINDS, ENTITY_KINDS, ENTITY_LISTS
 from tests.conftest import Env, ingest
+from tests.test_sharphound import SAMPLES, Expected, raw_documents
 
 V6 = Path(__file__).parent / "fixtures" / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
 FILES = ["computers", "containers", "domains", "gpos", "groups", "ous", "sessions", "users"]
@@ -215,7 +216,109 @@ def test_every_entity_route_refuses_what_it_must(v6: Env) -> None:
 def test_unknown_kinds_answer_empty_lists(env: Env) -> None:
     """Before any ingest produced a list's relationship kind, its list is empty, not an
     error (a graph of OpenGraph data only, say)."""
-    ingest(env, V6 / "computers.json")
-    computer = ids_of("computers")[0]
-    body = env.get(f"/api/v2/computers/{computer}/controllers").json()
+    ingest(env, V6 / "users.json")  # users hold ACEs, but AdminTo comes from computers
+    user = ids_of("users")[0]
+    body = env.get(f"/api/v2/users/{user}/admin-rights").json()
     assert body == {"count": 0, "skip": 0, "limit": 10, "data": []}
+
+
+# --- the attack graph's lists, on every relationship the files report ----------------------
+#
+# tests/test_sharphound.Expected works out every edge from the raw files (test_ad_relationships
+# checks the store holds exactly those); each list below is then worked out from those edges
+# by following nesting here, for every object of both real collections.
+
+LOCAL_LISTS = {
+    "AdminTo": ("admin-users", "admin-rights"),
+    "CanRDP": ("rdp-users", "rdp-rights"),
+    "ExecuteDCOM": ("dcom-users", "dcom-rights"),
+    "CanPSRemote": ("ps-remote-users", "ps-remote-rights"),
+}
+TRUST_KINDS = {"SameForestTrust", "CrossForestTrust"}
+
+
+class Collection:
+    def __init__(self, env: Env, expected: Expected) -> None:
+        self.env = env
+        self.expected = expected
+        self.members = members_of((s, e) for (s, k, e) in expected.edges if k == "MemberOf")
+
+    def collected(self, *labels: str) -> list[str]:
+        return sorted(oid for oid, (label, _) in self.expected.nodes.items() if label in labels)
+
+    def holders(self, kinds: Iterable[str], target: str) -> set[str]:
+        """Who holds one of `kinds` on `target`: the edges' starts and all their members."""
+        kinds = set(kinds)
+        direct = {s for (s, k, e) in self.expected.edges if k in kinds and e == target}
+        return direct.union(*(closure(d, self.members) for d in direct))
+
+    def held(self, kinds: Iterable[str]) -> dict[str, set[str]]:
+        """Principal -> the targets it holds one of `kinds` on, itself or through groups; never
+        itself (a user whose group holds GenericAll on it does not list itself)."""
+        kinds = set(kinds)
+        targets = {e for (_, k, e) in self.expected.edges if k in kinds}
+        found: dict[str, set[str]] = defaultdict(set)
+        for target in targets:
+            for holder in self.holders(kinds, target) - {target}:
+                found[holder].add(target)
+        return found
+
+
+@pytest.fixture(params=["v6 folder", "sample zip (3 domains, 3 collections)"])
+def collection(env: Env, request: pytest.FixtureRequest) -> Collection:
+    path = SAMPLES[request.param]
+    ingest(env, path)
+    return Collection(env, Expected(raw_documents(path)))
+
+
+def test_local_group_lists_are_the_holders_and_their_members(collection: Collection) -> None:
+    seen = 0
+    for computer in collection.collected("Computer"):
+        for kind, (users_list, _) in LOCAL_LISTS.items():
+            expected = collection.holders({kind}, computer)
+            listed_now = listed(collection.env, f"/api/v2/computers/{computer}/{users_list}")
+            assert listed_now == expected, (computer, users_list)
+            seen += len(expected)
+    assert seen > 0
+
+
+def test_rights_lists_are_what_a_principal_holds_itself_or_through_its_groups(
+    collection: Collection,
+) -> None:
+    for kind, (_, rights_list) in LOCAL_LISTS.items():
+        held = collection.held({kind})
+        for principal in collection.collected("User", "Group"):
+            segment = "users" if collection.expected.nodes[principal][0] == "User" else "groups"
+            found = listed(collection.env, f"/api/v2/{segment}/{principal}/{rights_list}")
+            assert found == held.get(principal, set()), (principal, rights_list)
+    assert collection.held({"AdminTo"}), "the collections give local administrators"
+
+
+def test_controllers_and_controllables_follow_every_acl_kind(collection: Collection) -> None:
+    controlled = collection.held(ACL_KINDS)
+    for segment, label in ENTITY_KINDS.items():
+        for oid in collection.collected(label):
+            expected = collection.holders(ACL_KINDS, oid)
+            assert listed(collection.env, f"/api/v2/{segment}/{oid}/controllers") == expected, oid
+            if segment in ("users", "groups", "computers"):
+                found = listed(collection.env, f"/api/v2/{segment}/{oid}/controllables")
+                assert found == controlled.get(oid, set()), oid
+    assert sum(map(len, controlled.values())) > 100
+
+
+def test_dc_syncers_and_trusts_of_each_domain(collection: Collection) -> None:
+    edges = collection.expected.edges
+    outward: dict[str, set[str]] = defaultdict(set)
+    inward: dict[str, set[str]] = defaultdict(set)
+    for s, k, e in edges:
+        if k in TRUST_KINDS:
+            outward[s].add(e)
+            inward[e].add(s)
+    for domain in collection.collected("Domain"):
+        syncers = {s for (s, k, e) in edges if k == "DCSync" and e == domain}
+        assert syncers, domain  # every collection's domain grants replication rights
+        assert listed(collection.env, f"/api/v2/domains/{domain}/dc-syncers") == syncers
+        base = f"/api/v2/domains/{domain}"
+        assert listed(collection.env, f"{base}/inbound-trusts") == closure(domain, inward)
+        assert listed(collection.env, f"{base}/outbound-trusts") == closure(domain, outward)
+    assert any(outward.values()), "the collections have trusts"

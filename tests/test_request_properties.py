@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphsvc.api.web import parse_query
-from graphsvc.demo.dataset import DemoResult
+from graphsvc.demo.dataset import DOMAIN_SID, DemoResult
 from tests.conftest import Env
 
 PROPERTY_SETTINGS = settings(
@@ -56,6 +56,9 @@ def paths(demo: DemoResult) -> st.SearchStrategy[str]:
         st.just(f"/api/v2/azure-tenants/{demo.tenant_ids[0]}/data-quality-stats"),
         st.just(f"/api/v2/computers/{demo.computer_object_ids[0]}/dcom-rights"),
         segment.map(lambda s: f"/api/v2/azure-tenants/{quote(s, safe='')}/data-quality-stats"),
+        st.just(f"/api/v2/ad-domains/{DOMAIN_SID}/data-quality-stats"),
+        segment.map(lambda s: f"/api/v2/ad-domains/{quote(s, safe='')}/data-quality-stats"),
+        segment.map(lambda s: f"/api/v2/users/{quote(s, safe='')}/controllables"),
         segment.map(lambda s: f"/api/v2/saml/providers/{quote(s, safe='')}"),
         segment.map(lambda s: f"/api/v2/clients/{quote(s, safe='')}"),
         segment.map(lambda s: f"/api/v2/computers/{quote(s, safe='')}/dcom-rights"),

@@ -79,20 +79,84 @@ def refs(items: Any) -> list[str]:
     return found
 
 
+LOCAL_GROUP_RIGHTS = {"544": "AdminTo", "555": "CanRDP", "562": "ExecuteDCOM", "580": "CanPSRemote"}
+GROUP_BLOCKS = {
+    "localadmins": "AdminTo",
+    "remotedesktopusers": "CanRDP",
+    "dcomusers": "ExecuteDCOM",
+    "psremoteusers": "CanPSRemote",
+}
+PRIVILEGES = {
+    "SeRemoteInteractiveLogonRight": "RemoteInteractiveLogonRight",
+    "SeBackupPrivilege": "BackupPrivilege",
+    "SeRestorePrivilege": "RestorePrivilege",
+}
+DIRECTIONS = {0: "Disabled", 1: "Inbound", 2: "Outbound", 3: "Bidirectional"}
+TRUST_TYPES = {0: "ParentChild", 1: "CrossLink", 2: "Forest", 3: "External", 4: "Unknown"}
+
+
+def cross_product(holder_sets: list[set[str]], members: dict[str, set[str]]) -> set[str]:
+    """The reference's CalculateCrossProductNodeSets, as its documentation and code describe
+    it, written here from that description (not from graphsvc's code)."""
+
+    def below(starts: set[str]) -> set[str]:
+        found: set[str] = set()
+        todo = list(starts)
+        while todo:
+            for member in members.get(todo.pop(), set()) - found:
+                found.add(member)
+                todo.append(member)
+        return found
+
+    def special(oid: str) -> bool:
+        return oid.endswith(("-S-1-5-11", "-S-1-1-0"))
+
+    kept = [
+        (holders, holders | below(holders))
+        for holders in holder_sets
+        if not any(special(p) for p in holders | below(holders))
+    ]
+    if not kept:
+        return set().union(*holder_sets)
+    if len(kept) == 1:
+        return kept[0][0]
+    check = set.intersection(*(unrolled for _, unrolled in kept[1:]))
+    result = {p for p in kept[0][0] if p in check}
+    reference: set[str] = set()
+    for p in kept[0][0] - check:
+        reference |= below({p})
+    groups = sorted((g for g in reference if below({g})), key=lambda g: (len(below({g})), g))
+    for group in groups:
+        if group in reference:
+            reference.discard(group)
+            if group in check:
+                result.add(group)
+                reference ^= below({group})
+    return result | (reference & check)
+
+
 class Expected:
     """Distinct nodes per kind and distinct edges per kind of one run, by the documented rules:
     a node or edge belongs to a domain (its domainsid, else the SID's domain part, else for an
-    edge its end's then its start's domain), and only domains with a domain record count."""
+    edge its end's then its start's domain), and only domains stored as Domain nodes count:
+    those with a domain record, and those a record names as a domain (a DC's, a trusted
+    one...), which become Domain stubs. Every relationship kind the README lists is worked
+    out here from the raw records."""
 
     def __init__(self, documents: list[dict[str, Any]]) -> None:
         self.nodes: dict[str, tuple[str, str | None]] = {}
         self.edges: dict[tuple[str, str, str], str | None] = {}
         self.deleted: set[str] = set()
         self.domains: set[str] = set()
+        self.rights: dict[str, dict[str, set[str]]] = {}  # domain -> right -> holders
+        self.laps: dict[str, set[str]] = {}  # domain -> computers with LAPS
+        self.builtin: dict[str, tuple[set[str], dict[str, str | None]]] = {}
+        self.acl: set[tuple[str, str, str]] = set()  # the edges of ACEs and SPN targets
         for document in documents:
             kind = document["meta"]["type"]
             for raw in document["data"]:
                 self.read(kind, raw)
+        self.derive()
         for oid in self.deleted:
             self.nodes.pop(oid, None)
         self.edges = {
@@ -120,7 +184,8 @@ class Expected:
             props.get("domainsid") or record.get("domainsid") or (match.group(1) if match else None)
         )
         domain = oid if kind == "domains" else domain.upper() if domain else None
-        self.nodes[oid] = (LABELS[kind], domain)
+        label = LABELS[kind]
+        self.nodes[oid] = (label, domain)
         if kind == "domains" and props.get("name"):
             self.domains.add(oid)
             name = props["name"].upper()
@@ -130,6 +195,7 @@ class Expected:
             self.edge(f"{oid}-515", "MemberOf", f"{name}-S-1-5-11", oid)
             self.edge(f"{name}-S-1-5-11", "MemberOf", f"{name}-S-1-1-0", oid)
             self.edge(f"{oid}-501", "MemberOf", f"{name}-S-1-1-0", oid)
+        self.read_aces(kind, oid, record, domain)
         if record.get("containedby"):
             self.edge(refs([record["containedby"]])[0], "Contains", oid, domain)
         for child in refs(record.get("childobjects")):
@@ -138,23 +204,152 @@ class Expected:
             self.edge(member, "MemberOf", oid, domain)
         if record.get("primarygroupsid"):
             self.edge(oid, "MemberOf", record["primarygroupsid"].upper(), domain)
+        for target in refs(record.get("allowedtodelegate")):
+            self.edge(oid, "AllowedToDelegate", target, domain)
+        for actor in refs(record.get("allowedtoact")):
+            self.edge(actor, "AllowedToAct", oid, domain)
+        for target in refs(record.get("hassidhistory")):
+            self.edge(oid, "HasSIDHistory", target, domain)
+        for target in refs(record.get("dumpsmsapassword")):
+            self.edge(oid, "DumpSMSAPassword", target, domain)
+        for spn in record.get("spntargets") or []:
+            self.edge(oid, spn["service"], spn["computersid"].upper(), domain)
+            self.acl.add((oid, spn["service"], spn["computersid"].upper()))
+        if kind == "computers":
+            self.read_computer(oid, record, props, domain)
+        if kind in ("users", "computers"):
+            domain_sid = props.get("domainsid") or record.get("domainsid")
+            is_dc = record["isdc"] if "isdc" in record else props.get("isdc")
+            delegates = props.get("unconstraineddelegation", record.get("unconstraineddelegation"))
+            if domain_sid and kind == "computers" and is_dc is True:
+                self.edge(oid, "DCFor", domain_sid.upper(), domain)
+                self.domains.add(domain_sid.upper())
+            elif domain_sid and delegates is True:
+                self.edge(oid, "CoerceToTGT", domain_sid.upper(), domain)
+                self.domains.add(domain_sid.upper())
+        changes = record.get("gpochanges") or {}
+        for block, right in GROUP_BLOCKS.items():
+            for member in refs(changes.get(block)):
+                for computer in refs(changes.get("affectedcomputers")):
+                    if right != "CanRDP" or member != computer:
+                        self.edge(member, right, computer, domain)
+        for link in record.get("links") or []:
+            self.edge(link["guid"].upper(), "GPLink", oid, domain)
+        for trust in record.get("trusts") or []:
+            self.read_trust(oid, trust)
+        self.read_adcs(kind, oid, record, domain)
+
+    def read_aces(self, kind: str, oid: str, record: dict[str, Any], domain: str | None) -> None:
+        aces = list(record.get("aces") or [])
+        security = (record.get("caregistrydata") or {}).get("casecurity") or {}
+        if kind == "enterprisecas" and security.get("collected"):
+            aces += [
+                a
+                for a in security.get("data") or []
+                if a["rightname"] != "Owns" and a["principaltype"].lower() != "localgroup"
+            ]
+        for ace in aces:
+            principal = ace["principalsid"].upper()
+            right = {"OwnsRaw": "Owns", "WriteOwnerRaw": "WriteOwner"}.get(
+                ace["rightname"], ace["rightname"]
+            )
+            if principal != oid:
+                self.edge(principal, right, oid, domain)
+                self.acl.add((principal, right, oid))
+                if kind == "domains":
+                    self.rights.setdefault(oid, {}).setdefault(right, set()).add(principal)
+
+    def read_computer(
+        self, oid: str, record: dict[str, Any], props: dict[str, Any], domain: str | None
+    ) -> None:
         for group in record.get("localgroups") or []:
-            if group.get("collected") and group["objectidentifier"].endswith("-562"):
-                for member in refs(group.get("results")):
-                    self.edge(member, "ExecuteDCOM", oid, domain)
-        legacy = record.get("dcomusers")
-        if isinstance(legacy, dict) and legacy.get("collected"):
-            for member in refs(legacy.get("results")):
-                self.edge(member, "ExecuteDCOM", oid, domain)
+            right = LOCAL_GROUP_RIGHTS.get(group["objectidentifier"].rsplit("-", 1)[1])
+            if not group.get("collected") or right is None:
+                continue
+            if re.fullmatch(r".+-S-1-5-32-\d+", group["objectidentifier"].upper()):
+                pooled, computers = self.builtin.setdefault(
+                    group["objectidentifier"].upper(), (set(), {})
+                )
+                pooled.update(refs(group.get("results")))
+                computers[oid] = domain
+                continue
+            for member in refs(group.get("results")):
+                if right != "CanRDP" or member != oid:
+                    self.edge(member, right, oid, domain)
+        for block, right in GROUP_BLOCKS.items():
+            value = record.get(block)
+            if isinstance(value, dict) and value.get("collected"):
+                members = refs(value.get("results"))
+            else:
+                members = refs(value) if isinstance(value, list) else []
+            for member in members:
+                if right != "CanRDP" or member != oid:
+                    self.edge(member, right, oid, domain)
+        for granted in record.get("userrights") or []:
+            if granted.get("collected") and granted.get("privilege") in PRIVILEGES:
+                for grantee in refs(granted.get("results")):
+                    self.edge(grantee, PRIVILEGES[granted["privilege"]], oid, domain)
         for block in ("sessions", "privilegedsessions", "registrysessions"):
             for s in (record.get(block) or {}).get("results") or []:
                 self.edge(s["computersid"].upper(), "HasSession", s["usersid"].upper(), domain)
-        changes = record.get("gpochanges") or {}
-        for member in refs(changes.get("dcomusers")):
-            for computer in refs(changes.get("affectedcomputers")):
-                self.edge(member, "ExecuteDCOM", computer, domain)
-        for link in record.get("links") or []:
-            self.edge(link["guid"].upper(), "GPLink", oid, domain)
+        if props.get("haslaps") is True and domain:
+            self.laps.setdefault(domain, set()).add(oid)
+
+    def read_trust(self, oid: str, trust: dict[str, Any]) -> None:
+        target = trust["targetdomainsid"].upper()
+        self.domains.add(target)
+        direction = DIRECTIONS.get(trust["trustdirection"], trust["trustdirection"])
+        trust_type = TRUST_TYPES.get(trust["trusttype"], trust["trusttype"])
+        kind = (
+            "SameForestTrust"
+            if trust_type in ("ParentChild", "TreeRoot", "CrossLink")
+            else "CrossForestTrust"
+        )
+        if direction in ("Inbound", "Bidirectional"):
+            self.edge(target, kind, oid, oid)
+            if kind == "CrossForestTrust" and trust.get("tgtdelegationenabled") is True:
+                self.edge(target, "AbuseTGTDelegation", oid, oid)
+        if direction in ("Outbound", "Bidirectional"):
+            self.edge(oid, kind, target, oid)
+            if kind == "CrossForestTrust" and trust.get("sidfilteringenabled") is not True:
+                self.edge(target, "SpoofSIDHistory", oid, oid)
+
+    def read_adcs(self, kind: str, oid: str, record: dict[str, Any], domain: str | None) -> None:
+        if kind == "enterprisecas":
+            for template in refs(record.get("enabledcerttemplates")):
+                self.edge(template, "PublishedTo", oid, domain)
+            if record.get("hostingcomputer"):
+                self.edge(record["hostingcomputer"].upper(), "HostsCAService", oid, domain)
+        if kind in ("rootcas", "ntauthstores") and record.get("domainsid"):
+            right = "RootCAFor" if kind == "rootcas" else "NTAuthStoreFor"
+            self.edge(oid, right, record["domainsid"].upper(), domain)
+            self.domains.add(record["domainsid"].upper())
+        if kind == "issuancepolicies" and record.get("grouplink"):
+            for group in refs([record["grouplink"]]):  # some link to no group (null id)
+                self.edge(oid, "OIDGroupLink", group, domain)
+
+    def derive(self) -> None:
+        """The edges the run derives once every record is read (before deletions)."""
+        for group_id, (group_members, computers) in self.builtin.items():
+            right = LOCAL_GROUP_RIGHTS[group_id.rsplit("-", 1)[1]]
+            for computer, domain in computers.items():
+                for member in group_members:
+                    if right != "CanRDP" or member != computer:
+                        self.edge(member, right, computer, domain)
+        members: dict[str, set[str]] = {}
+        for start, kind, end in self.edges:
+            if kind == "MemberOf":
+                members.setdefault(end, set()).add(start)
+        for domain, rights in self.rights.items():
+            changes = rights.get("GetChanges", set())
+            for holder in cross_product([changes, rights.get("GetChangesAll", set())], members):
+                self.edge(holder, "DCSync", domain, domain)
+            syncers = cross_product(
+                [changes, rights.get("GetChangesInFilteredSet", set())], members
+            )
+            for computer in self.laps.get(domain, set()):
+                for holder in syncers:
+                    self.edge(holder, "SyncLAPSPassword", computer, domain)
 
     def domain_of_edge(self, triple: tuple[str, str, str]) -> str | None:
         env = self.edges[triple]

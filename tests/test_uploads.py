@@ -309,6 +309,7 @@ def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
             .replace("{token_id}", "00000000-0000-0000-0000-000000000001")
             .replace("{client_id}", "00000000-0000-0000-0000-000000000001")
             .replace("{saml_provider_id}", "1")
+            .replace("{domain_id}", "S-1-5-21-1-2-3")
             .replace("{object_id}", WIN10)
         )
         headers = env.signed_headers(op.method, path, collector)

@@ -283,6 +283,28 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        f"{V2}/ad-domains/{{domain_id}}/data-quality-stats",
+        "ListADDomainDataQualityStats",
+        "AD domain data quality stats: one record per run that collected the domain",
+        data_quality.list_domain_stats,
+        wire.PagedDomainStats,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(
+            PathParameter(
+                "domain_id",
+                "domain_sid",
+                "The domain's SID (its object id), matched case-insensitively",
+                {"type": "string"},
+                parse_text,
+            ),
+            Sorting(TIME_SORT, NEWEST_FIRST),
+            TimeWindow(),
+            PAGE,
+        ),
+    ),
+    Operation(
+        "GET",
         f"{V2}/saml/providers/{{saml_provider_id}}",
         "GetSAMLProvider",
         "Get SAML provider",

@@ -1,8 +1,10 @@
-"""Data-quality statistics: the aggregations per environment kind, an Azure tenant's days."""
+"""Data-quality statistics: the aggregations per environment kind, an Azure tenant's and an
+AD domain's records."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from graphsvc import wire
 from graphsvc.errors import not_found
@@ -38,9 +40,41 @@ async def list_aggregations(
 async def list_tenant_stats(
     conn: Connection, tenant_id: str, window: Window, sort: Sequence[SortKey], page: Page
 ) -> wire.PagedTenantStats:
-    count, rows = await data_quality.list_tenant_stats(
-        conn, tenant_id, window.start, window.end, sort, page.skip, page.limit
+    count, rows = await list_records(
+        conn,
+        data_quality.TENANT_STATS,
+        ("Azure tenant", "tenant_id", tenant_id),
+        window,
+        sort,
+        page,
     )
-    if count == 0 and not await data_quality.tenant_known(conn, tenant_id):
-        raise not_found(f"no Azure tenant {tenant_id} is known", "tenant_id")
     return wire.PagedTenantStats(count, page.skip, page.limit, window.start, window.end, rows)
+
+
+async def list_domain_stats(
+    conn: Connection, domain_sid: str, window: Window, sort: Sequence[SortKey], page: Page
+) -> wire.PagedDomainStats:
+    count, rows = await list_records(
+        conn, data_quality.DOMAIN_STATS, ("AD domain", "domain_id", domain_sid), window, sort, page
+    )
+    return wire.PagedDomainStats(count, page.skip, page.limit, window.start, window.end, rows)
+
+
+async def list_records(
+    conn: Connection,
+    stats: data_quality.StatsTable,
+    asked: tuple[str, str, str],
+    window: Window,
+    sort: Sequence[SortKey],
+    page: Page,
+) -> tuple[int, list[Any]]:
+    """One page of an environment's records; a tenant or domain never seen is a 404 (one
+    with no record in the window answers an empty page). `asked`: the environment's noun,
+    the path parameter and its value."""
+    noun, parameter, environment_id = asked
+    count, rows = await data_quality.list_stats_records(
+        conn, stats, environment_id, window.start, window.end, sort, page.skip, page.limit
+    )
+    if count == 0 and not await data_quality.environment_known(conn, stats, environment_id):
+        raise not_found(f"no {noun} {environment_id} is known", parameter)
+    return count, rows

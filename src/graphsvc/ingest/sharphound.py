@@ -1,8 +1,13 @@
 """SharpHound output (JSON versions 3 to 6): one object type per document, `meta.type` says which.
 
-Keys are matched case-insensitively (producers disagree on case). Edges made: MemberOf (group
-members, primary groups, well-known links), ExecuteDCOM (members of a computer's local group
-with RID 562, the legacy DcomUsers block, GPO-set DCOM users), Contains, GPLink, HasSession.
+Keys are matched case-insensitively (producers disagree on case). Every relationship the
+collector reports becomes an edge under the reference server's kind names: ACEs (kind =
+the right), group membership and primary groups, containment, GPO links, sessions,
+delegation, SID history, SPN targets, trusts, DCs, unconstrained delegation, the ADCS links,
+and the local groups that give AdminTo, CanRDP, ExecuteDCOM and CanPSRemote (from the
+computer's groups, the legacy v3/v4 blocks and GPO changes). What needs more than one record
+(DCSync, SyncLAPSPassword, a domain controller's built-in groups) is gathered into
+`writer.derived` and written when the run ends (ingest/derived.py).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from graphsvc.ingest.derived import DerivedEdges, is_rdp_to_itself
 from graphsvc.ingest.records import EdgeRecord, IngestError, NodeRecord, lower_keys
 from graphsvc.ingest.writer import GraphWriter
 
@@ -35,7 +41,50 @@ TYPES = sorted([*LABELS, "sessions", "deleted", *IGNORED_TYPES])
 # SharpHound ObjectType -> graph kind; anything else (LocalGroup, LocalUser, Base) is Base.
 OBJECT_KINDS = {v.lower(): v for v in LABELS.values()} | {"base": "Base"}
 DOMAIN_SID = re.compile(r"(S-1-5-21-\d+-\d+-\d+)-\d+")
-DCOM_RID = "-562"
+
+# The reference post-processes OwnsRaw/WriteOwnerRaw into Owns/WriteOwner, refining them by
+# the forest's dSHeuristics (BlockOwnerImplicitRights); that refinement is not done here, so
+# owners and WriteOwner holders are stored as Owns and WriteOwner directly.
+RIGHT_KINDS = {"OwnsRaw": "Owns", "WriteOwnerRaw": "WriteOwner"}
+# JSON v3 ACEs name a right and an AceType (the extended right or property set); BloodHound 3
+# read them into these kinds. Later versions name the edge in RightName alone.
+V3_ACE_TYPES = {
+    "All": "AllExtendedRights",
+    "User-Force-Change-Password": "ForceChangePassword",
+    "AddMember": "AddMember",
+    "AllowedToAct": "AddAllowedToAct",
+}
+V3_RIGHTS = {
+    "GenericAll",
+    "WriteDacl",
+    "WriteOwner",
+    "GenericWrite",
+    "ReadLAPSPassword",
+    "ReadGMSAPassword",
+}
+ACE_KEYS = {"PrincipalSID", "PrincipalType", "RightName", "IsInherited"}  # as SharpHound writes
+ACL_EXPLICIT = {"isacl": True, "isinherited": False}
+ACL_INHERITED = {"isacl": True, "isinherited": True}
+# A local group's RID -> the edge its direct members get to the computer.
+LOCAL_GROUP_KINDS = {"544": "AdminTo", "555": "CanRDP", "562": "ExecuteDCOM", "580": "CanPSRemote"}
+# The same groups as computer blocks (JSON v3/v4) and as GPOChanges lists.
+GROUP_BLOCK_KINDS = {
+    "localadmins": "AdminTo",
+    "remotedesktopusers": "CanRDP",
+    "dcomusers": "ExecuteDCOM",
+    "psremoteusers": "CanPSRemote",
+}
+# A domain's BUILTIN group, as a domain controller reports its local groups.
+BUILTIN_GROUP = re.compile(r".+-S-1-5-32-(\d+)")
+USER_RIGHT_KINDS = {
+    "SeRemoteInteractiveLogonRight": "RemoteInteractiveLogonRight",
+    "SeBackupPrivilege": "BackupPrivilege",
+    "SeRestorePrivilege": "RestorePrivilege",
+}
+# Older producers wrote trust directions and types as numbers.
+TRUST_DIRECTIONS = {0: "Disabled", 1: "Inbound", 2: "Outbound", 3: "Bidirectional"}
+TRUST_TYPES = {0: "ParentChild", 1: "CrossLink", 2: "Forest", 3: "External", 4: "Unknown"}
+SAME_FOREST_TYPES = {"ParentChild", "TreeRoot", "CrossLink"}
 
 
 def principal(ref: Any) -> tuple[str, str] | None:
@@ -55,6 +104,10 @@ def principals(refs: Any) -> list[tuple[str, str]]:
     return [p for p in (principal(r) for r in refs) if p is not None]
 
 
+def to_upper_id(value: Any) -> str | None:
+    return value.upper() if isinstance(value, str) and value else None
+
+
 def domain_of(record: dict[str, Any], properties: dict[str, Any], oid: str) -> str | None:
     sid = properties.get("domainsid") or record.get("domainsid")
     if isinstance(sid, str) and sid:
@@ -63,22 +116,10 @@ def domain_of(record: dict[str, Any], properties: dict[str, Any], oid: str) -> s
     return match.group(1) if match else None
 
 
-def dcom_members(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """Members of the computer's Distributed COM Users group, current and legacy layouts."""
-    members: list[tuple[str, str]] = []
-    for group in record.get("localgroups") or []:
-        if (
-            isinstance(group, dict)
-            and group.get("collected")
-            and str(group.get("objectidentifier", "")).endswith(DCOM_RID)
-        ):
-            members += principals(group.get("results"))
-    legacy = record.get("dcomusers")
-    if isinstance(legacy, dict) and legacy.get("collected"):
-        members += principals(legacy.get("results"))
-    elif isinstance(legacy, list):  # JSON v3: a list of {MemberId, MemberType}
-        members += principals(legacy)
-    return members
+def find_field(record: dict[str, Any], properties: dict[str, Any], key: str) -> Any:
+    """A value SharpHound moved out of Properties in later versions: the bag's, else the
+    record's (as the reference reads unconstraineddelegation and domainsid)."""
+    return properties[key] if key in properties else record.get(key)
 
 
 def session_pairs(record: dict[str, Any]) -> Iterable[tuple[str, str]]:
@@ -116,15 +157,23 @@ async def ingest_objects(
                 env,
             )
         )
-        for edge in object_edges(label, oid, record, properties, env):
-            await writer.edge(edge)
-        if label == "Domain" and isinstance(name, str) and name:
-            await well_known_groups(oid, name.upper(), writer)
+        await writer.add_edges(object_edges(label, oid, record, properties, env, writer.derived))
+        if label == "Domain":
+            for target, target_name in list_trust_targets(record):
+                writer.name_stub(target, target_name)
+            if isinstance(name, str) and name:
+                await well_known_groups(oid, name.upper(), writer)
 
 
 def object_edges(
-    label: str, oid: str, record: dict[str, Any], properties: dict[str, Any], env: str | None
+    label: str,
+    oid: str,
+    record: dict[str, Any],
+    properties: dict[str, Any],
+    env: str | None,
+    derived: DerivedEdges,
 ) -> Iterable[EdgeRecord]:
+    yield from read_aces(label, oid, record, env, derived)
     parent = principal(record.get("containedby"))
     if parent:
         yield EdgeRecord(parent[0], oid, "Contains", env, parent[1], label)
@@ -137,19 +186,22 @@ def object_edges(
         yield EdgeRecord(
             oid, primary.upper(), "MemberOf", env, label, "Group", {"isprimarygroup": True}
         )
+    for target, kind in principals(record.get("allowedtodelegate")):
+        yield EdgeRecord(oid, target, "AllowedToDelegate", env, label, kind)
+    for actor, kind in principals(record.get("allowedtoact")):
+        yield EdgeRecord(actor, oid, "AllowedToAct", env, kind, label)
+    for target, kind in principals(record.get("hassidhistory")):
+        yield EdgeRecord(oid, target, "HasSIDHistory", env, label, kind)
+    for target, kind in principals(record.get("dumpsmsapassword")):
+        yield EdgeRecord(oid, target, "DumpSMSAPassword", env, label, kind)
+    yield from read_spn_targets(label, oid, record, env)
     if label == "Computer":
-        for member, kind in dcom_members(record):
-            yield EdgeRecord(member, oid, "ExecuteDCOM", env, kind, "Computer")
+        yield from read_local_groups(oid, record, env, derived)
         for computer, user in session_pairs(record):
             yield EdgeRecord(computer, user, "HasSession", env, "Computer", "User")
-    gpo_changes = record.get("gpochanges")
-    if isinstance(gpo_changes, dict):
-        affected = principals(gpo_changes.get("affectedcomputers"))
-        for member, kind in principals(gpo_changes.get("dcomusers")):
-            for computer, _ in affected:
-                yield EdgeRecord(
-                    member, computer, "ExecuteDCOM", env, kind, "Computer", {"fromgpo": True}
-                )
+    if label in ("User", "Computer"):
+        yield from read_domain_roles(label, oid, record, properties, env)
+    yield from read_gpo_changes(record, env)
     for link in record.get("links") or []:
         if isinstance(link, dict) and isinstance(link.get("guid"), str):
             yield EdgeRecord(
@@ -161,8 +213,259 @@ def object_edges(
                 label,
                 {"enforced": bool(link.get("isenforced"))},
             )
-    if label == "Domain" and isinstance(properties.get("name"), str):
-        yield from well_known_links(oid, properties["name"].upper())
+    if label == "Domain":
+        yield from read_trusts(oid, record, env)
+        if isinstance(properties.get("name"), str):
+            yield from well_known_links(oid, properties["name"].upper())
+    yield from read_adcs_links(label, oid, record, env)
+
+
+def read_aces(
+    label: str, oid: str, record: dict[str, Any], env: str | None, derived: DerivedEdges
+) -> Iterable[EdgeRecord]:
+    """One edge per ACE, named by its right, from the principal to the object; a right this
+    version does not know keeps its own name. An enterprise CA's CA security entries are
+    its ACEs too (less its owner and local groups, as the reference reads them)."""
+    aces = record.get("aces")
+    aces = aces if isinstance(aces, list) else []
+    security = record.get("caregistrydata")
+    security = security.get("casecurity") if isinstance(security, dict) else None
+    if label == "EnterpriseCA" and isinstance(security, dict) and security.get("collected"):
+        aces = aces + [
+            ace
+            for ace in security.get("data") or []
+            if isinstance(ace, dict)
+            and ace.get("rightname") != "Owns"
+            and str(ace.get("principaltype")).lower() != "localgroup"
+        ]
+    for ace in aces:
+        if type(ace) is not dict:
+            continue
+        if ace.keys() >= ACE_KEYS and "AceType" not in ace:
+            sid, right, ace_type = ace["PrincipalSID"], ace["RightName"], None
+            principal_type, inherited = ace["PrincipalType"], ace["IsInherited"]
+        else:  # JSON v3, or another producer's key case (records.RAW_KEYS keeps ACEs as is)
+            lowered = {str(k).lower(): v for k, v in ace.items()}
+            sid, right, ace_type = (
+                lowered.get("principalsid"),
+                lowered.get("rightname"),
+                lowered.get("acetype"),
+            )
+            principal_type, inherited = lowered.get("principaltype"), lowered.get("isinherited")
+        if type(sid) is not str or not sid or type(right) is not str or not right:
+            continue
+        sid = sid.upper()
+        if sid == oid:  # an object's rights over itself lead nowhere (the reference skips them)
+            continue
+        start_kind = OBJECT_KINDS.get(str(principal_type).lower(), "Base")
+        properties = ACL_INHERITED if inherited else ACL_EXPLICIT
+        for kind in map_ace_kinds(right, ace_type):
+            if label == "Domain":
+                derived.record_domain_right(oid, kind, sid, start_kind)
+            yield EdgeRecord(sid, oid, kind, env, start_kind, label, properties)
+
+
+def map_ace_kinds(right: str, ace_type: Any) -> list[str]:
+    """The edges one ACE gives: its RightName, or for a JSON v3 ACE (with an AceType) what
+    BloodHound 3 read from the pair; a pair it did not read keeps the right's name."""
+    if ace_type is None:
+        return [RIGHT_KINDS.get(right, right)]
+    kinds = []
+    if ace_type in V3_ACE_TYPES:
+        kinds.append(V3_ACE_TYPES[ace_type])
+    elif right == "ExtendedRight" and isinstance(ace_type, str) and ace_type:
+        kinds.append(ace_type)  # GetChanges, GetChangesAll
+    if right in V3_RIGHTS:
+        kinds.append(right)
+    elif right == "Owner":
+        kinds.append("Owns")
+    return kinds or [right]
+
+
+def read_spn_targets(
+    label: str, oid: str, record: dict[str, Any], env: str | None
+) -> Iterable[EdgeRecord]:
+    """SPNTargets (SpnTargets in some files): the service's name is the kind (SQLAdmin)."""
+    for target in record.get("spntargets") or []:
+        if not isinstance(target, dict):
+            continue
+        computer, service = to_upper_id(target.get("computersid")), target.get("service")
+        if computer and isinstance(service, str) and service:
+            properties = {"isacl": True, "port": target.get("port")}
+            yield EdgeRecord(oid, computer, service, env, label, "Computer", properties)
+
+
+def read_local_groups(
+    oid: str, record: dict[str, Any], env: str | None, derived: DerivedEdges
+) -> Iterable[EdgeRecord]:
+    """AdminTo, CanRDP, ExecuteDCOM and CanPSRemote from the direct members of the computer's
+    local groups (nested members reach it through MemberOf when read), the legacy blocks,
+    and the user rights granted on it. A domain controller's groups are the domain's
+    BUILTIN groups, shared by its DCs: those go to `derived`."""
+    for group in record.get("localgroups") or []:
+        if not isinstance(group, dict) or not group.get("collected"):
+            continue
+        group_id = to_upper_id(group.get("objectidentifier")) or ""
+        kind = LOCAL_GROUP_KINDS.get(group_id.rsplit("-", 1)[-1])
+        if kind is None:
+            continue
+        members = principals(group.get("results"))
+        if BUILTIN_GROUP.fullmatch(group_id):
+            derived.record_builtin_group(group_id, kind, oid, env, members)
+            continue
+        for member, member_kind in members:
+            if not is_rdp_to_itself(kind, member, oid):
+                yield EdgeRecord(member, oid, kind, env, member_kind, "Computer")
+    for key, kind in GROUP_BLOCK_KINDS.items():
+        block = record.get(key)
+        if isinstance(block, dict) and block.get("collected"):
+            members = principals(block.get("results"))
+        elif isinstance(block, list):  # JSON v3: a list of {MemberId, MemberType}
+            members = principals(block)
+        else:
+            continue
+        for member, member_kind in members:
+            if not is_rdp_to_itself(kind, member, oid):
+                yield EdgeRecord(member, oid, kind, env, member_kind, "Computer")
+    for right in record.get("userrights") or []:
+        if not isinstance(right, dict) or not right.get("collected"):
+            continue
+        granted = USER_RIGHT_KINDS.get(str(right.get("privilege")))
+        if granted is None:
+            continue
+        for grantee, grantee_kind in principals(right.get("results")):
+            yield EdgeRecord(grantee, oid, granted, env, grantee_kind, "Computer")
+
+
+def read_gpo_changes(record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
+    """Domains and OUs: the local group members their GPOs set on the computers they apply
+    to."""
+    changes = record.get("gpochanges")
+    if not isinstance(changes, dict):
+        return
+    affected = principals(changes.get("affectedcomputers"))
+    for key, kind in GROUP_BLOCK_KINDS.items():
+        for member, member_kind in principals(changes.get(key)):
+            for computer, _ in affected:
+                if not is_rdp_to_itself(kind, member, computer):
+                    yield EdgeRecord(
+                        member, computer, kind, env, member_kind, "Computer", {"fromgpo": True}
+                    )
+
+
+def read_domain_roles(
+    label: str, oid: str, record: dict[str, Any], properties: dict[str, Any], env: str | None
+) -> Iterable[EdgeRecord]:
+    """DCFor from a domain controller; CoerceToTGT from any other account trusted for
+    unconstrained delegation. IsDC is top-level since JSON v6, in Properties before."""
+    domain = to_upper_id(find_field(record, properties, "domainsid"))
+    if domain is None:
+        return
+    is_dc = record.get("isdc") if "isdc" in record else properties.get("isdc")
+    if label == "Computer" and is_dc is True:
+        yield EdgeRecord(oid, domain, "DCFor", env, "Computer", "Domain")
+        return
+    if find_field(record, properties, "unconstraineddelegation") is True:
+        yield EdgeRecord(oid, domain, "CoerceToTGT", env, label, "Domain")
+
+
+def list_trust_targets(record: dict[str, Any]) -> Iterable[tuple[str, str]]:
+    """The trusted domains' ids and names: a domain no file collected is named by its trust."""
+    for trust in record.get("trusts") or []:
+        if isinstance(trust, dict):
+            target, name = (
+                to_upper_id(trust.get("targetdomainsid")),
+                to_upper_id(trust.get("targetdomainname")),
+            )
+            if target and name:
+                yield target, name
+
+
+def decode_enum(value: Any, names: dict[int, str]) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names.get(value, value)
+    return value
+
+
+def read_trusts(oid: str, record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
+    """A trust edge points from the trusting to the trusted domain: an inbound trust (the
+    target trusts this domain) gives target -> domain, an outbound one domain -> target.
+    Across forests, a trust without SID filtering also gives SpoofSIDHistory and one
+    allowing TGT delegation AbuseTGTDelegation, both target -> domain."""
+    for trust in record.get("trusts") or []:
+        if not isinstance(trust, dict):
+            continue
+        target = to_upper_id(trust.get("targetdomainsid"))
+        if target is None:
+            continue
+        direction = decode_enum(trust.get("trustdirection"), TRUST_DIRECTIONS)
+        trust_type = decode_enum(trust.get("trusttype"), TRUST_TYPES)
+        kind = "SameForestTrust" if trust_type in SAME_FOREST_TYPES else "CrossForestTrust"
+        attributes = parse_trust_attributes(trust.get("trustattributes"))
+        common = {"trusttype": trust_type, "transitive": trust.get("istransitive")}
+        if direction in ("Inbound", "Bidirectional"):
+            inbound = {**common, "trustattributesinbound": attributes}
+            if attributes is not None:  # collected with the attributes, in later versions
+                inbound["tgtdelegation"] = trust.get("tgtdelegationenabled")
+            yield EdgeRecord(target, oid, kind, env, "Domain", "Domain", inbound)
+            if kind == "CrossForestTrust" and trust.get("tgtdelegationenabled") is True:
+                yield EdgeRecord(
+                    target,
+                    oid,
+                    "AbuseTGTDelegation",
+                    env,
+                    "Domain",
+                    "Domain",
+                    {"trusttype": trust_type},
+                )
+        if direction in ("Outbound", "Bidirectional"):
+            sid_filtering = trust.get("sidfilteringenabled")
+            outbound = {
+                **common,
+                "spoofsidhistoryblocked": sid_filtering,
+                "trustattributesoutbound": attributes,
+            }
+            yield EdgeRecord(oid, target, kind, env, "Domain", "Domain", outbound)
+            if kind == "CrossForestTrust" and sid_filtering is not True:
+                yield EdgeRecord(
+                    target,
+                    oid,
+                    "SpoofSIDHistory",
+                    env,
+                    "Domain",
+                    "Domain",
+                    {"trusttype": trust_type},
+                )
+
+
+def parse_trust_attributes(value: Any) -> int | None:
+    """TrustAttributes as a number (producers write it as a number or a numeric string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def read_adcs_links(
+    label: str, oid: str, record: dict[str, Any], env: str | None
+) -> Iterable[EdgeRecord]:
+    """The ADCS objects' direct links (the certificate-abuse analysis is not done here)."""
+    if label == "EnterpriseCA":
+        for template, _ in principals(record.get("enabledcerttemplates")):
+            yield EdgeRecord(template, oid, "PublishedTo", env, "CertTemplate", label)
+        host = to_upper_id(record.get("hostingcomputer"))
+        if host:
+            yield EdgeRecord(host, oid, "HostsCAService", env, "Computer", label)
+    domain = to_upper_id(record.get("domainsid"))
+    if label in ("RootCA", "NTAuthStore") and domain:
+        kind = "RootCAFor" if label == "RootCA" else "NTAuthStoreFor"
+        yield EdgeRecord(oid, domain, kind, env, label, "Domain")
+    group = principal(record.get("grouplink"))
+    if label == "IssuancePolicy" and group:
+        yield EdgeRecord(oid, group[0], "OIDGroupLink", env, label, group[1])
 
 
 def well_known_links(domain_sid: str, domain_name: str) -> Iterable[EdgeRecord]:

@@ -3,7 +3,8 @@
 Per environment instance (an AD domain, an Azure tenant, an OpenGraph environment node):
 the nodes the run collected per kind and the edges it produced per kind, limited to the
 kinds the instance's schema extension registers. Aggregation rows sum those over the
-instances of each environment kind; Azure tenants also get their tenant stats record.
+instances of each environment kind; Azure tenants and AD domains also get their record
+(the reference's tenant and domain data-quality stats).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
+from graphsvc.graph.entities import ACL_KINDS
 from graphsvc.store import data_quality, extensions
 from graphsvc.store.db import Connection
 
@@ -26,6 +28,22 @@ TENANT_FIELDS = {
     "AZVM": "vms",
     "AZKeyVault": "key_vaults",
 }
+DOMAIN_FIELDS = {
+    "User": "users",
+    "Group": "groups",
+    "Computer": "computers",
+    "OU": "ous",
+    "Container": "containers",
+    "GPO": "gpos",
+    "AIACA": "aiacas",
+    "RootCA": "rootcas",
+    "EnterpriseCA": "enterprisecas",
+    "NTAuthStore": "ntauthstores",
+    "CertTemplate": "certtemplates",
+    "IssuancePolicy": "issuancepolicies",
+}
+# What a computer's local groups give (the reference's local-group completeness kinds).
+LOCAL_GROUP_KINDS = ("AdminTo", "CanRDP", "CanPSRemote", "ExecuteDCOM", "CanBackup")
 
 
 async def record_run_statistics(conn: Connection, run_id: str, now: datetime) -> None:
@@ -69,6 +87,10 @@ async def record_run_statistics(conn: Connection, run_id: str, now: datetime) ->
             await record_tenant(
                 conn, instance.environment_id, node_counts, edge_counts, run_id, now
             )
+        elif instance.environment_kind == "Domain":
+            await record_domain(
+                conn, instance.environment_id, node_counts, edge_counts, run_id, now
+            )
 
     await data_quality.insert_environment_stats(conn, per_instance, now)
     await data_quality.insert_aggregations(
@@ -104,4 +126,36 @@ async def record_tenant(
     tenant_counts["relationships"] = sum(
         c.count for c in edge_counts if c.environment_id == tenant_id
     )
-    await data_quality.insert_tenant_stats(conn, tenant_id, tenant_counts, run_id, now)
+    await data_quality.insert_stats_record(
+        conn, data_quality.TENANT_STATS, tenant_id, tenant_counts, run_id, now
+    )
+
+
+async def record_domain(
+    conn: Connection,
+    domain_sid: str,
+    node_counts: list[data_quality.RunCount],
+    edge_counts: list[data_quality.RunCount],
+    run_id: str,
+    now: datetime,
+) -> None:
+    """The run's objects in the domain by kind; its ACE edges (of the reference's ACL kinds),
+    sessions and edges in all, each edge counted in the domain of the record that produced
+    it; and the completeness of its sessions and local groups."""
+    values: dict[str, float] = dict.fromkeys(data_quality.DOMAIN_COUNT_FIELDS, 0)
+    for c in node_counts:
+        if c.environment_id == domain_sid and c.kind_name in DOMAIN_FIELDS:
+            values[DOMAIN_FIELDS[c.kind_name]] = c.count
+    in_domain = [c for c in edge_counts if c.environment_id == domain_sid]
+    values["acls"] = sum(c.count for c in in_domain if c.kind_name in ACL_KINDS)
+    values["sessions"] = sum(c.count for c in in_domain if c.kind_name == "HasSession")
+    values["relationships"] = sum(c.count for c in in_domain)
+    values["session_completeness"] = await data_quality.measure_completeness(
+        conn, run_id, domain_sid, "User", ("HasSession",)
+    )
+    values["local_group_completeness"] = await data_quality.measure_completeness(
+        conn, run_id, domain_sid, "Computer", LOCAL_GROUP_KINDS
+    )
+    await data_quality.insert_stats_record(
+        conn, data_quality.DOMAIN_STATS, domain_sid, values, run_id, now
+    )

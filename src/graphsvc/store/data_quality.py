@@ -1,10 +1,10 @@
-"""Data-quality statistics: aggregation rows per environment kind, Azure tenant records,
-and the per-run counts they are computed from."""
+"""Data-quality statistics: aggregation rows per environment kind, Azure tenant and AD
+domain records, and the per-run counts they are computed from."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +14,10 @@ from graphsvc.store.db import (
     Connection,
     Row,
     in_list,
+    json_number,
+    json_property_equals,
+    json_text,
+    json_value_param,
     list_param,
 )
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
@@ -157,60 +161,151 @@ TENANT_COUNT_FIELDS = (
     "key_vaults",
     "relationships",
 )
+DOMAIN_COUNT_FIELDS = (
+    "users",
+    "groups",
+    "computers",
+    "ous",
+    "containers",
+    "gpos",
+    "aiacas",
+    "rootcas",
+    "enterprisecas",
+    "ntauthstores",
+    "certtemplates",
+    "issuancepolicies",
+    "acls",
+    "sessions",
+    "relationships",
+)
+DOMAIN_RATIO_FIELDS = ("session_completeness", "local_group_completeness")
 
 
-async def tenant_known(conn: Connection, tenant_id: str) -> bool:
-    """A tenant is known when it has a tenant node or any stats row, deleted or not."""
+@dataclass(frozen=True)
+class StatsTable:
+    """One environment kind's record per run: its table, its id column, its node label and
+    its value columns in the wire struct's order."""
+
+    table: str
+    id_column: str
+    label: str
+    values: tuple[str, ...]
+    record: Callable[..., Any]
+
+
+TENANT_STATS = StatsTable(
+    "azure_tenant_stats", "tenant_id", "AZTenant", TENANT_COUNT_FIELDS, wire.AzureTenantStats
+)
+DOMAIN_STATS = StatsTable(
+    "ad_domain_stats",
+    "domain_sid",
+    "Domain",
+    DOMAIN_COUNT_FIELDS + DOMAIN_RATIO_FIELDS,
+    wire.ADDomainStats,
+)
+
+
+async def environment_known(conn: Connection, stats: StatsTable, environment_id: str) -> bool:
+    """An environment is known when it has its node or any stats row, deleted or not."""
     found = await conn.fetchval(
-        """SELECT 1 FROM azure_tenant_stats WHERE tenant_id = $1
+        f"""SELECT 1 FROM {stats.table} WHERE {stats.id_column} = $1
         UNION ALL
-        SELECT 1 FROM nodes WHERE object_id = $1 AND label = 'AZTenant'
+        SELECT 1 FROM nodes WHERE object_id = $1 AND label = $2
         LIMIT 1""",
-        tenant_id.upper(),
+        environment_id.upper(),
+        stats.label,
     )
     return found is not None
 
 
-async def list_tenant_stats(
+async def list_stats_records(
     conn: Connection,
-    tenant_id: str,
+    stats: StatsTable,
+    environment_id: str,
     start: datetime,
     end: datetime,
     sort: Sequence[SortKey],
     skip: int,
     limit: int,
-) -> tuple[int, list[wire.AzureTenantStats]]:
-    window = """FROM azure_tenant_stats
-        WHERE tenant_id = $1 AND created_at >= $2 AND created_at <= $3 AND deleted_at IS NULL"""
+) -> tuple[int, list[Any]]:
+    window = f"""FROM {stats.table} WHERE {stats.id_column} = $1 AND created_at >= $2
+        AND created_at <= $3 AND deleted_at IS NULL"""
     # As for the aggregations: a scalar count, not count(*) OVER (), which reads every row
     # of the window before the page.
-    sql = f"""SELECT id, created_at, updated_at, deleted_at, tenant_id,
-            {", ".join(TENANT_COUNT_FIELDS)}, run_id, (SELECT count(*) {window}) {window}
+    sql = f"""SELECT id, created_at, updated_at, deleted_at, {stats.id_column},
+            {", ".join(stats.values)}, run_id, (SELECT count(*) {window}) {window}
         ORDER BY {order_clause(sort, TIME_SORT_COLUMNS, "id DESC")}"""
-    total, rows = await fetch_page(conn, sql, [tenant_id.upper(), start, end], skip, limit)
+    total, rows = await fetch_page(conn, sql, [environment_id.upper(), start, end], skip, limit)
     # Positional: the columns are selected in the struct's field order (a keyword dict per
     # row was a quarter of the request's time in the profile).
     return total, [
-        wire.AzureTenantStats(
-            stats_id, created, updated, wire.null_time(deleted), tenant, *counts_and_run_id
+        stats.record(
+            stats_id, created, updated, wire.null_time(deleted), environment, *values_and_run_id
         )
-        for stats_id, created, updated, deleted, tenant, *counts_and_run_id, _total in rows
+        for stats_id, created, updated, deleted, environment, *values_and_run_id, _total in rows
     ]
 
 
-async def insert_tenant_stats(
-    conn: Connection, tenant_id: str, counts: dict[str, int], run_id: str, created_at: datetime
+async def insert_stats_record(
+    conn: Connection,
+    stats: StatsTable,
+    environment_id: str,
+    values: Mapping[str, float],
+    run_id: str,
+    created_at: datetime,
 ) -> None:
-    columns = ", ".join(TENANT_COUNT_FIELDS)
-    values = ", ".join(f"${i}" for i in range(4, 4 + len(TENANT_COUNT_FIELDS)))
+    columns = ", ".join(stats.values)
+    placeholders = ", ".join(f"${i}" for i in range(4, 4 + len(stats.values)))
     await conn.execute(
-        f"""INSERT INTO azure_tenant_stats (tenant_id, run_id, created_at, updated_at, {columns})
-        VALUES ($1, $2, $3, $3, {values})""",
-        tenant_id.upper(),
+        f"""INSERT INTO {stats.table} ({stats.id_column}, run_id, created_at, updated_at,
+            {columns}) VALUES ($1, $2, $3, $3, {placeholders})""",
+        environment_id.upper(),
         run_id,
         created_at,
-        *(counts[f] for f in TENANT_COUNT_FIELDS),
+        *(values[v] for v in stats.values),
     )
+
+
+# A user or computer counts towards completeness if it is enabled and logged on within this
+# long of the domain's latest logon (the reference's window, in seconds).
+COMPLETENESS_WINDOW_SECONDS = 14 * 24 * 3600
+
+
+async def measure_completeness(
+    conn: Connection, run_id: str, domain_sid: str, label: str, kinds: Sequence[str]
+) -> float:
+    """The share of the enabled users (or Windows computers) a run collected in a domain,
+    logged on within COMPLETENESS_WINDOW_SECONDS of the latest of them, that the graph shows
+    with at least one inbound edge of these kinds (sessions; local group rights); 0 when
+    none qualifies."""
+    dialect = conn.dialect
+    enabled = json_property_equals(dialect, "n.properties", "$3", "$4")
+    logon = json_number(dialect, "n.properties", "lastlogontimestamp")
+    windows = (
+        f"AND lower({json_text(dialect, 'n.properties', 'operatingsystem')}) LIKE '%windows%'"
+        if label == "Computer"
+        else ""
+    )
+    ((qualified, reached),) = await conn.fetch(
+        f"""WITH candidates AS (
+            SELECT n.id, {logon} AS logon FROM nodes n
+            WHERE n.run_id = $1 AND n.environment_id = $2 AND n.label = $5 AND {enabled}
+                {windows}),
+        latest AS (SELECT max(logon) AS logon FROM candidates)
+        SELECT count(*), coalesce(sum(CASE WHEN EXISTS (
+                SELECT 1 FROM edges x JOIN kinds k ON k.id = x.kind_id
+                WHERE x.end_id = c.id AND {in_list(dialect, "k.name", "$6")}) THEN 1 ELSE 0 END),
+            0)
+        FROM candidates c CROSS JOIN latest l
+        WHERE c.logon IS NOT NULL AND c.logon >= l.logon - {COMPLETENESS_WINDOW_SECONDS}""",
+        run_id,
+        domain_sid,
+        "enabled",
+        json_value_param(dialect, True),
+        label,
+        list_param(dialect, kinds),
+    )
+    return int(reached) / int(qualified) if qualified else 0.0
 
 
 async def fill_edge_environments(conn: Connection, run_id: str) -> None:

@@ -176,6 +176,26 @@ def list_param(dialect: Dialect, values: Iterable[str] | Iterable[int]) -> objec
     return json.dumps(list(values)) if dialect == "sqlite" else list(values)
 
 
+def rows_source(
+    dialect: Dialect, pg_types: Sequence[str], rows: Sequence[Sequence[Any]], first: int
+) -> tuple[str, list[Any]]:
+    """A FROM clause yielding `rows` as columns c1, c2..., and its parameters from `$first` on:
+    one array per column on PostgreSQL (unnest), one JSON array of rows on SQLite (json_each).
+
+    One statement then writes a whole batch, where executemany binds each row from Python:
+    1.2 million edge rows took 8.9 µs a row through executemany on SQLite, 4.5 µs as one
+    statement per 12,000 (encoding included); 60,000 took 28 µs a row on PostgreSQL, 21 µs
+    as one statement per 5,000.
+    """
+    count = len(pg_types)
+    if dialect == "postgresql":
+        arrays = ", ".join(f"${first + i}::{t}[]" for i, t in enumerate(pg_types))
+        columns = ", ".join(f"c{i + 1}" for i in range(count))
+        return f"unnest({arrays}) AS t({columns})", [list(c) for c in zip(*rows, strict=True)]
+    columns = ", ".join(f"json_extract(value, '$[{i}]') AS c{i + 1}" for i in range(count))
+    return f"(SELECT {columns} FROM json_each(${first})) AS t", [json.dumps(rows)]
+
+
 async def sync_id_sequence(conn: Connection, table: str) -> None:
     """After rows were added with explicit ids: PostgreSQL's sequence must move past them
     (SQLite's rowid needs nothing)."""
@@ -205,6 +225,27 @@ def json_property_equals(dialect: Dialect, column: str, key_param: str, value_pa
 def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
     # SQLite's json_extract yields native values (true as 1); PostgreSQL compares jsonb.
     return value if dialect == "sqlite" else json.dumps(value)
+
+
+def json_number(dialect: Dialect, column: str, key: str) -> str:
+    """SQL for a top-level property of a JSON text column if it is a number, else NULL.
+    `key` is a constant of ours, written into the SQL."""
+    if dialect == "sqlite":
+        return (
+            f"(CASE WHEN json_type({column}, '$.{key}') IN ('integer', 'real') "
+            f"THEN json_extract({column}, '$.{key}') END)"
+        )
+    return (
+        f"(CASE WHEN jsonb_typeof(({column})::jsonb -> '{key}') = 'number' "
+        f"THEN (({column})::jsonb ->> '{key}')::float8 END)"
+    )
+
+
+def json_text(dialect: Dialect, column: str, key: str) -> str:
+    """SQL for a top-level property of a JSON text column as text (NULL if missing)."""
+    if dialect == "sqlite":
+        return f"json_extract({column}, '$.{key}')"
+    return f"(({column})::jsonb ->> '{key}')"
 
 
 # --- SQLite ----------------------------------------------------------------------------

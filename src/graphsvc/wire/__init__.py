@@ -64,9 +64,11 @@ from graphsvc.wire.common import (
     null_uuid,
 )
 from graphsvc.wire.data_quality import (
+    ADDomainStats,
     AzureTenantStats,
     DataQualityAggregation,
     PagedAggregations,
+    PagedDomainStats,
     PagedTenantStats,
 )
 from graphsvc.wire.entities import define_entity_shapes
@@ -111,6 +113,7 @@ __all__ = [
     "UUID",
     "ZERO_TIME",
     "ZERO_UUID",
+    "ADDomainStats",
     "AcceptedTypes",
     "AuthToken",
     "AuthTokenList",
@@ -156,6 +159,7 @@ __all__ = [
     "OUReference",
     "PagedAggregations",
     "PagedClients",
+    "PagedDomainStats",
     "PagedFileUploadJobs",
     "PagedNodeList",
     "PagedSearchResults",

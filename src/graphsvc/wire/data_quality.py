@@ -1,5 +1,5 @@
-"""Data-quality statistics: the aggregations per environment kind and an Azure tenant's
-daily counts."""
+"""Data-quality statistics: the aggregations per environment kind, and an Azure tenant's and
+an AD domain's counts per run."""
 
 from __future__ import annotations
 
@@ -45,6 +45,34 @@ class AzureTenantStats(msgspec.Struct):
     run_id: UUID
 
 
+class ADDomainStats(msgspec.Struct):
+    """The reference's AD data-quality record (its `sites*` counts are not collected here)."""
+
+    id: int
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: NullTime
+    domain_sid: str
+    users: int
+    groups: int
+    computers: int
+    ous: int
+    containers: int
+    gpos: int
+    aiacas: int
+    rootcas: int
+    enterprisecas: int
+    ntauthstores: int
+    certtemplates: int
+    issuancepolicies: int
+    acls: int
+    sessions: int
+    relationships: int
+    session_completeness: float
+    local_group_completeness: float
+    run_id: UUID
+
+
 class PagedAggregations(msgspec.Struct):
     count: Count
     skip: Count
@@ -61,3 +89,12 @@ class PagedTenantStats(msgspec.Struct):
     start: datetime
     end: datetime
     data: list[AzureTenantStats]
+
+
+class PagedDomainStats(msgspec.Struct):
+    count: Count
+    skip: Count
+    limit: Count
+    start: datetime
+    end: datetime
+    data: list[ADDomainStats]
