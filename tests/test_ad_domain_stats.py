@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from graphsvc.graph.entities import ACL_KINDS
+from graphsvc.store.graph import ACL_KINDS
 from tests.conftest import Env, ingest
 from tests.test_sharphound import SAMPLES, TESTLAB, Expected, low, raw_documents
 

@@ -140,7 +140,8 @@ def test_lower_case_ids_and_unknown_kinds(env: Env, tmp_path: Path) -> None:
         ],
     }
     (tmp_path / "azure.json").write_text(json.dumps(document))
-    ingest(env, tmp_path / "azure.json")
+    result = ingest(env, tmp_path / "azure.json")
+    assert result.skipped == {"AzureHound AZSomethingNew": 1}  # counted, not silently dropped
     row = env.get(f"/api/v2/azure-tenants/{tenant.upper()}/data-quality-stats").json()["data"][0]
     assert (row["users"], row["key_vaults"], row["relationships"]) == (1, 1, 1)
 

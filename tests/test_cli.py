@@ -199,6 +199,20 @@ def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path) ->
     assert len(result["run_id"]) == 36
     text = cli("ingest", str(folder / "part0.json"))
     assert text.exit_code == 0 and "1 nodes, 0 edges from 1 file(s)" in text.output
+    assert result["skipped"] == {} and "not read" not in text.output
+
+
+def test_ingest_names_the_records_it_does_not_read(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    records = [{"kind": "AZKeyVaultOwner", "data": {}}, {"kind": "AZKeyVaultOwner", "data": {}}]
+    path = tmp_path / "azure.json"
+    path.write_text(json.dumps({"meta": {"type": "azure", "version": 5}, "data": records}))
+    assert ok_json(cli("ingest", str(path), "--json"))["skipped"] == {
+        "AzureHound AZKeyVaultOwner": 2
+    }
+    text = cli("ingest", str(path))
+    assert "not read: 2 record(s) of AzureHound AZKeyVaultOwner" in text.output
 
 
 def test_ingest_errors_name_the_file_and_write_nothing(

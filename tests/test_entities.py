@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from graphsvc.api.routes import OPERATIONS
-from graphsvc.graph.entities import ACL_KINDS, ENTITY_KINDS, ENTITY_LISTS
+from graphsvc.graph.entities import ENTITY_KINDS, ENTITY_LISTS
+from graphsvc.store.graph import ACL_KINDS
 from tests.conftest import Env, ingest
 from tests.test_sharphound import SAMPLES, Expected, raw_documents
 

@@ -84,6 +84,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
         f"run {result.run_id}: {result.nodes} nodes, {result.edges} edges from "
         f"{len(result.files)} file(s)",
         *(f"  {e['type']} {e['name']}: {e['id']}" for e in environments),
+        *(f"  not read: {n} record(s) of {what}" for what, n in result.skipped.items()),
     ]
     emit(
         as_json,
@@ -94,6 +95,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
             "edges": result.edges,
             "created_at": result.created_at,
             "environments": environments,
+            "skipped": result.skipped,
         },
         "\n".join(lines),
     )

@@ -20,6 +20,7 @@ from graphsvc.errors import not_found
 from graphsvc.store import entities
 from graphsvc.store.db import Connection
 from graphsvc.store.entities import Walk
+from graphsvc.store.graph import ACL_KINDS
 from graphsvc.store.paging import Page, SortKey
 
 # The route segment of each kind of entity, and its label in the graph.
@@ -32,37 +33,6 @@ ENTITY_KINDS = {
     "gpos": "GPO",
     "containers": "Container",
 }
-# The reference's ACL relationship kinds: what a `controllers` list follows.
-ACL_KINDS = (
-    "AllExtendedRights",
-    "ForceChangePassword",
-    "AddMember",
-    "AddAllowedToAct",
-    "GenericAll",
-    "WriteDacl",
-    "WriteOwner",
-    "GenericWrite",
-    "ReadLAPSPassword",
-    "ReadGMSAPassword",
-    "Owns",
-    "AddSelf",
-    "WriteSPN",
-    "AddKeyCredentialLink",
-    "GetChanges",
-    "GetChangesAll",
-    "GetChangesInFilteredSet",
-    "WriteAccountRestrictions",
-    "WriteGPLink",
-    "SyncLAPSPassword",
-    "DCSync",
-    "ManageCertificates",
-    "ManageCA",
-    "Enroll",
-    "WritePKIEnrollmentFlag",
-    "WritePKINameFlag",
-    "WriteOwnerLimitedRights",
-    "OwnsLimitedRights",
-)
 TRUSTS = ("SameForestTrust", "CrossForestTrust")
 
 

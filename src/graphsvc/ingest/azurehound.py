@@ -1,9 +1,10 @@
 """AzureHound output: one document of `{"kind": ..., "data": ...}` records (`meta.type` azure).
 
-Ids are upper-cased (AzureHound's case changed over time). Unknown kinds are skipped, as
-kinds grow with every release. Edges made: AZContains (tenant, subscription and resource
-group containment), AZRunsAs (app to service principal), AZMemberOf, AZOwns, AZHasRole,
-AZAuthenticatesTo (federated identity credential to app).
+Ids are upper-cased (AzureHound's case changed over time). Records of kinds not read here
+are skipped and counted in the run's result (kinds grow with every release). Edges made:
+AZContains (tenant, subscription and resource group containment), AZRunsAs (app to service
+principal), AZMemberOf, AZOwns, AZHasRole, AZAuthenticatesTo (federated identity credential
+to app).
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ async def ingest_record(
                         "AZApp",
                     )
                 )
+    else:
+        writer.skip(f"AzureHound {kind}")
 
 
 async def ingest_entity(

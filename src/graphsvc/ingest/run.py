@@ -36,6 +36,7 @@ class IngestResult:
     edges: int
     created_at: datetime
     environments: list[EnvironmentNode]  # the domains and tenants it collected
+    skipped: dict[str, int]  # records of kinds not read: "AzureHound AZKeyVaultOwner" -> count
 
 
 def reader(source: Source, progress: Progress | None) -> opengraph.Reader:
@@ -117,4 +118,6 @@ async def ingest_files(
     await statistics.record_run_statistics(conn, run_id, now)
     await graph.refresh_statistics_after(conn, nodes + edges)
     environments = await list_run_environments(conn, run_id)
-    return IngestResult(run_id, labels, nodes, edges, now, environments)
+    return IngestResult(
+        run_id, labels, nodes, edges, now, environments, dict(sorted(writer.skipped.items()))
+    )

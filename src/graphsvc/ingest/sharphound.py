@@ -530,4 +530,6 @@ async def ingest(
         await ingest_sessions(records, source, writer)
     elif meta_type == "deleted":
         await ingest_deleted(records, source, writer)
-    # IGNORED_TYPES: accepted, nothing kept
+    else:  # IGNORED_TYPES: accepted, counted, nothing kept
+        async for _ in records:
+            writer.skip(f"SharpHound {meta_type}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from graphsvc.graph.entities import ACL_KINDS
 from graphsvc.store import data_quality, extensions
 from graphsvc.store.db import Connection
+from graphsvc.store.graph import ACL_KINDS
 
 TENANT_FIELDS = {
     "AZUser": "users",

@@ -3,6 +3,7 @@ however large the input; the transaction keeps the run all or nothing."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -47,6 +48,7 @@ class GraphWriter:
         self.deleted: set[str] = set()
         self.derived = DerivedEdges()
         self.stub_names: dict[str, str] = {}  # names for nodes no file collects (trusted domains)
+        self.skipped: Counter[str] = Counter()  # records of kinds not read, by producer and kind
 
     async def node(self, record: NodeRecord) -> None:
         known = self.nodes.get(record.object_id)
@@ -77,6 +79,10 @@ class GraphWriter:
     def name_stub(self, object_id: str, name: str) -> None:
         """The name `object_id` gets if it is only ever referenced."""
         self.stub_names[object_id] = name
+
+    def skip(self, what: str) -> None:
+        """Count a record this version does not read, so that the run reports it."""
+        self.skipped[what] += 1
 
     def delete(self, object_id: str) -> None:
         self.deleted.add(object_id.upper())

@@ -256,6 +256,38 @@ async def list_run_laps_computers(conn: Connection, run_id: str, domain: str) ->
     return [r[0] for r in rows]
 
 
+# The reference's ACL relationship kinds: what a `controllers` list follows and an AD
+# domain's `acls` statistic counts.
+ACL_KINDS = (
+    "AllExtendedRights",
+    "ForceChangePassword",
+    "AddMember",
+    "AddAllowedToAct",
+    "GenericAll",
+    "WriteDacl",
+    "WriteOwner",
+    "GenericWrite",
+    "ReadLAPSPassword",
+    "ReadGMSAPassword",
+    "Owns",
+    "AddSelf",
+    "WriteSPN",
+    "AddKeyCredentialLink",
+    "GetChanges",
+    "GetChangesAll",
+    "GetChangesInFilteredSet",
+    "WriteAccountRestrictions",
+    "WriteGPLink",
+    "SyncLAPSPassword",
+    "DCSync",
+    "ManageCertificates",
+    "ManageCA",
+    "Enroll",
+    "WritePKIEnrollmentFlag",
+    "WritePKINameFlag",
+    "WriteOwnerLimitedRights",
+    "OwnsLimitedRights",
+)
 GRAPH_TABLES = ("nodes", "node_kinds", "edges")
 # A run that adds this many nodes and edges refreshes the planner's statistics.
 LARGE_RUN_ROWS = 10_000

@@ -202,9 +202,11 @@ class JobIngester:
         limits = IngestLimits(self.settings.max_zip_entries, self.settings.max_ingest_documents)
         async with db.transaction() as conn:
             result = await ingest_files(conn, paths, root=root, limits=limits)
+            skipped = sum(result.skipped.values())
             message = (
                 f"ingested {len(result.files)} documents: {result.nodes} nodes, "
                 f"{result.edges} edges"
+                + (f"; {skipped} records of kinds not read" if skipped else "")
             )
             now = datetime.now(UTC)
             await uploads.set_job_status(
