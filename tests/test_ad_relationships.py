@@ -599,3 +599,37 @@ def test_delegation_sid_history_msa_and_adcs_links(env: Env, tmp_path: Path) -> 
     assert pairs(edges, "RootCAFor") == {("ROOT-1", SID)}
     assert pairs(edges, "NTAuthStoreFor") == {("NTAUTH-1", SID)}
     assert pairs(edges, "OIDGroupLink") == {("OID-1", f"{SID}-1700")}
+
+
+def test_local_groups_in_any_key_case(env: Env, tmp_path: Path) -> None:
+    """Local groups give the same edges in any key case: SharpHound's, all lower-case or
+    upper-case; entries that are not groups, or whose results are not a list, give none."""
+    computer = f"{SID}-3000"
+
+    def local_group(rid: int, member: int, case: str) -> dict[str, Any]:
+        keys = {"id": "ObjectIdentifier", "collected": "Collected", "results": "Results"}
+        keys = {k: getattr(v, case)() if case != "title" else v for k, v in keys.items()}
+        return {
+            keys["id"]: f"{computer}-{rid}",
+            keys["collected"]: True,
+            keys["results"]: [{"ObjectIdentifier": f"{SID}-{member}", "ObjectType": "User"}],
+        }
+
+    record = {
+        "objectidentifier": computer,
+        "properties": {"name": "C3000@X", "domainsid": SID},
+        "LOCALGROUPS": [
+            local_group(544, 1200, "title"),
+            local_group(555, 1201, "lower"),
+            local_group(580, 1202, "upper"),
+            {"ObjectIdentifier": f"{computer}-545", "Collected": True, "Results": "not a list"},
+            "not a group",
+        ],
+    }
+    ingest(env, write_documents(tmp_path, {"computers": document("computers", [record])}))
+    edges = stored_edges(env)
+    assert {(s, k) for s, k, e in edges if e == computer} == {
+        (f"{SID}-1200", "AdminTo"),
+        (f"{SID}-1201", "CanRDP"),
+        (f"{SID}-1202", "CanPSRemote"),
+    }
