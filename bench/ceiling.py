@@ -55,8 +55,8 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
         count, rows = found or (0, [])
         return wire.PagedAggregations(count, skip, limit, start, end, rows)
     if parts[2] == "azure-tenants":
-        count, stats = await data_quality.list_tenant_stats(
-            conn, parts[3], start, end, NEWEST_FIRST, skip, limit
+        count, stats = await data_quality.list_stats_records(
+            conn, data_quality.TENANT_STATS, parts[3], start, end, NEWEST_FIRST, skip, limit
         )
         return wire.PagedTenantStats(count, skip, limit, start, end, stats)
     if parts[2] == "saml":

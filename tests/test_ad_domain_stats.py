@@ -97,7 +97,8 @@ def expected_record(path: Path, domain: str) -> dict[str, Any]:
 def served_record(env: Env, domain: str) -> dict[str, Any]:
     body = env.get(STATS.format(domain)).json()
     assert body["count"] == 1 and len(body["data"]) == 1, body
-    return body["data"][0]
+    record: dict[str, Any] = body["data"][0]
+    return record
 
 
 def test_testlab_record_equals_the_raw_counts(env: Env) -> None:
