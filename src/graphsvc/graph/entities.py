@@ -146,6 +146,10 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
                "The domains this one trusts, at any depth", Walk(TRUSTS, "out", "transitive")),
     EntityList("domains", "linked-gpos", "linkedgpos", "The GPOs linked to the domain",
                Walk(("GPLink",), "in", "direct")),
+    EntityList("domains", "tier-zero", "tierzero",
+               "The domain's tier zero: the domain, its well-known admin users and groups, "
+               "its AdminSDHolder, and every member of those groups at any depth",
+               Walk((), "in", "tier_zero")),
     EntityList("domains", "controllers", "controllers",
                "Who holds a right over the domain (an ACE), and their members", CONTROLLERS),
     EntityList("ous", "gpos", "gpos", "The GPOs linked to the OU",
@@ -195,7 +199,12 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
                 numbers[entry.count_key] = await entities.count_reached(
                     conn, entity.node_id, entry.walk
                 )
-        props = {"objectid": entity.object_id, "name": entity.name, **entity.properties}
+        props = {
+            "objectid": entity.object_id,
+            "name": entity.name,
+            **entity.properties,
+            "isTierZero": entity.is_tier_zero,
+        }
         return response(data(props=props, **numbers))
 
     get_entity.__name__ = f"get_{segment}_entity"

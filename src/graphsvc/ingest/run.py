@@ -23,7 +23,7 @@ from graphsvc.ingest.records import IngestError, lower_keys
 from graphsvc.ingest.sources import NO_LIMITS, Archives, IngestLimits, Progress, Source, expand
 from graphsvc.ingest.survey import survey
 from graphsvc.ingest.writer import GraphWriter
-from graphsvc.store import graph
+from graphsvc.store import graph, tier_zero
 from graphsvc.store.db import Connection
 from graphsvc.store.nodes import EnvironmentNode, list_run_environments
 
@@ -111,6 +111,7 @@ async def ingest_files(
         for source in sources:
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
+    await tier_zero.mark_tier_zero(conn)
     nodes, edges = await graph.count_run(conn, run_id)
     labels = [s.label for s in sources]
     seconds = time.monotonic() - started

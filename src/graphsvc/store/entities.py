@@ -25,8 +25,11 @@ from graphsvc.store.paging import SortKey, fetch_page, order_clause
 #   computers where a group's members have sessions);
 # - transitive: the kinds followed hop after hop (a group's members, trusts);
 # - direct: one hop;
-# - environment: the nodes of the domain whose label is the kind (a domain's users).
-Nesting = Literal["holders", "groups", "members", "transitive", "direct", "environment"]
+# - environment: the nodes of the domain whose label is the kind (a domain's users);
+# - tier_zero: the domain's tier zero (store/tier_zero.py), the domain included.
+Nesting = Literal[
+    "holders", "groups", "members", "transitive", "direct", "environment", "tier_zero"
+]
 Direction = Literal["in", "out"]
 
 
@@ -45,12 +48,14 @@ class EntityRow:
     label: str
     kinds: list[str]
     properties: dict[str, Any]
+    is_tier_zero: bool
 
 
 async def find_entity(conn: Connection, object_id: str, label: str) -> EntityRow | None:
     """The node with this object id (any case) that has `label` among its kinds."""
     r = await conn.fetchrow(
-        """SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.properties FROM nodes n
+        """SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.properties,
+            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id) FROM nodes n
         WHERE n.object_id = $1 AND EXISTS (SELECT 1 FROM node_kinds nk JOIN kinds k
             ON k.id = nk.kind_id WHERE nk.node_id = n.id AND k.name = $2)""",
         object_id.upper(),
@@ -58,7 +63,7 @@ async def find_entity(conn: Connection, object_id: str, label: str) -> EntityRow
     )
     if r is None:
         return None
-    return EntityRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]))
+    return EntityRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]))
 
 
 async def find_kind_ids(conn: Connection, names: Sequence[str]) -> list[int]:
@@ -78,6 +83,9 @@ def walk_sql(walk: Walk, kind_marks: str) -> str:
     if walk.nesting == "environment":
         return """SELECT n.id AS node_id FROM nodes n, nodes d
             WHERE d.id = $1 AND n.environment_id = d.object_id AND n.label = $2"""
+    if walk.nesting == "tier_zero":
+        return """SELECT t.node_id FROM tier_zero t
+            WHERE t.domain_id = (SELECT object_id FROM nodes WHERE id = $1)"""
     if walk.nesting == "direct":
         return f"""SELECT e.{far} AS node_id FROM edges e
             WHERE e.{near} = $1 AND e.kind_id IN ({kind_marks})"""
@@ -145,6 +153,8 @@ async def walk_arguments(conn: Connection, entity_id: int, walk: Walk) -> list[A
     hop's kinds; None when the graph has none of those kinds."""
     if walk.nesting == "environment":
         return [entity_id, walk.kinds[0]]
+    if walk.nesting == "tier_zero":
+        return [entity_id]
     kind_ids = await find_kind_ids(conn, walk.kinds)
     if not kind_ids:
         return None
