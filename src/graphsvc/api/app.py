@@ -51,6 +51,7 @@ from graphsvc.api.web import (
 )
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.graph.paths import PathIndex
 from graphsvc.logs import REQUESTS, audit, log_request_line
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
@@ -106,6 +107,7 @@ class App:
                 login_failure_windows(settings.login_failures_per_minute), settings.redis_url
             ),
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
+            PathIndex(),
         )
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:

@@ -10,6 +10,7 @@ from graphsvc.api.auth import Authenticator
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.ratelimit import RateLimiter
 from graphsvc.crypto import KeyBox
+from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
 from graphsvc.store.db import Database
 
@@ -25,6 +26,7 @@ class Context:
     openapi: bytes  # the encoded OpenAPI document
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
+    paths: PathIndex  # the process's shortest-path index, built on first use
 
     @property
     def keys(self) -> KeyBox:

@@ -15,6 +15,7 @@ from graphsvc.accounts.permissions import CredentialCache
 from graphsvc.api.web import Query, Request
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request
+from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
 from graphsvc.store.paging import Page, SortKey, Window
 
@@ -193,6 +194,8 @@ class Services(Protocol):
     def keys(self) -> KeyBox: ...
     @property
     def auth(self) -> CredentialCache: ...
+    @property
+    def paths(self) -> PathIndex: ...
 
 
 class Parameter(Protocol):
@@ -277,7 +280,7 @@ class QueryFlag:
     """A query parameter that is `true` or `false` (any case)."""
 
     name: str
-    argument: str
+    argument: str | None
     default: bool
     description: str
 
@@ -366,6 +369,19 @@ class BaseUrl:
 
     def parse(self, request: Request, app: Services) -> str:
         return app.settings.public_url or request.base_url()
+
+    def document(self) -> list[Document]:
+        return []
+
+
+@dataclass(frozen=True)
+class ThePathIndex:
+    """Not a parameter the client sends: the process's shortest-path index."""
+
+    argument: str = "index"
+
+    def parse(self, request: Request, app: Services) -> PathIndex:
+        return app.paths
 
     def document(self) -> list[Document]:
         return []

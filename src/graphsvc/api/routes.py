@@ -42,6 +42,7 @@ from graphsvc.api.params import (
     QueryUUID,
     Sorting,
     TheCaller,
+    ThePathIndex,
     TimeWindow,
     TokenCache,
     TokenKeys,
@@ -56,7 +57,7 @@ from graphsvc.api.probes import (
     serve_metrics,
     serve_openapi,
 )
-from graphsvc.graph import clients, data_quality, extensions, nodes
+from graphsvc.graph import clients, data_quality, extensions, nodes, paths
 from graphsvc.graph.entities import (
     ENTITY_KINDS,
     ENTITY_LISTS,
@@ -493,6 +494,33 @@ OPERATIONS: tuple[Operation, ...] = (
             QueryText("q", "q", "An object id, or part of a name", required=True),
             QueryText("type", "kind", "Only nodes of this kind (Computer, User, AZTenant, ...)"),
             Paging(default_limit=10, cap=100),
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/graphs/shortest-path",
+        "GetShortestPath",
+        "Every shortest path between two objects, as one graph of their nodes and edges",
+        paths.find_shortest_paths,
+        wire.PathGraphResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(
+            QueryText("start_node", "start_node", "The start's object id", required=True),
+            QueryText("end_node", "end_node", "The end's object id", required=True),
+            QueryText(
+                "relationship_kinds",
+                "relationship_kinds",
+                "in:Kind1,Kind2 (only these) or nin:Kind1,Kind2 (the traversable kinds but "
+                "these); without it, the traversable kinds",
+            ),
+            QueryFlag(
+                "only_traversable",
+                None,
+                False,
+                "Accepted for the reference's clients; the kinds are as relationship_kinds says",
+            ),
+            ThePathIndex(),
         ),
     ),
     Operation(

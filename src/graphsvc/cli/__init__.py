@@ -13,6 +13,7 @@ for command in (
     upload.upload,
     data.schema,
     data.find,
+    data.path,
     data.domains,
     accounts.user,
     accounts.token,

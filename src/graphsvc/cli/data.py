@@ -120,6 +120,55 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
 
 
 @click.command()
+@click.argument("start")
+@click.argument("end")
+@click.option(
+    "--kinds",
+    default=None,
+    help="in:Kind1,Kind2 or nin:Kind1,Kind2 (default: the traversable kinds)",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
+def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
+    """Every shortest path from START to END (object ids), as
+    GET /api/v2/graphs/shortest-path finds them."""
+    from graphsvc.graph.paths import PathIndex, find_shortest_paths
+
+    async def work(conn: database.Connection) -> wire.PathGraphResponse:
+        return await find_shortest_paths(conn, PathIndex(), start, end, kinds)
+
+    found = run_in_transaction(load_settings(), work)
+    emit(as_json, found, describe_paths(found.data, start.upper()))
+
+
+def describe_paths(graph: wire.PathGraph, start: str) -> str:
+    """The paths' steps, level by level from the start, and how many paths they make."""
+    by_object = {node.objectId: key for key, node in graph.nodes.items()}
+    names = {key: node.label for key, node in graph.nodes.items()}
+    level = {by_object[start]: 0}
+    ways = {by_object[start]: 1}
+    steps = []
+    pending = list(graph.edges)
+    while pending:
+        ready = [e for e in pending if e.source in level]
+        pending = [e for e in pending if e.source not in level]
+        for edge in sorted(ready, key=lambda e: (names[e.source], e.kind, names[e.target])):
+            level[edge.target] = level[edge.source] + 1
+            ways[edge.target] = ways.get(edge.target, 0) + ways[edge.source]
+            steps.append(
+                f"  {level[edge.source] + 1}. {names[edge.source]} -{edge.kind}-> "
+                f"{names[edge.target]}"
+            )
+    end = max(level, key=level.__getitem__)
+    return "\n".join(
+        [
+            f"{ways[end]} shortest path(s) of {level[end]} step(s) from {names[by_object[start]]} "
+            f"to {names[end]}:",
+            *steps,
+        ]
+    )
+
+
+@click.command()
 @click.option("--json", "as_json", is_flag=True)
 def domains(as_json: bool) -> None:
     """The AD domains and Azure tenants data exists for, with their ids."""

@@ -87,6 +87,7 @@ from graphsvc.wire.nodes import (
     PagedSearchResults,
     SearchResult,
 )
+from graphsvc.wire.paths import PathEdge, PathGraph, PathGraphResponse, PathNode
 from graphsvc.wire.probes import (
     HealthData,
     HealthResponse,
@@ -164,6 +165,10 @@ __all__ = [
     "PagedNodeList",
     "PagedSearchResults",
     "PagedTenantStats",
+    "PathEdge",
+    "PathGraph",
+    "PathGraphResponse",
+    "PathNode",
     "Permission",
     "ReadyData",
     "ReadyResponse",

@@ -1,0 +1,121 @@
+"""The in-memory index shortest paths are searched on (graph/paths.py): every edge twice,
+as compressed adjacency arrays (numpy), by start to search forward and by end to walk back
+from the target along the shortest paths. Node ids are the store's ids, used as array
+positions; kinds are filtered at search time by a mask over kind ids. Imported when the
+first search needs it, so that a process that never searches does not load numpy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from graphsvc.store import paths
+from graphsvc.store.db import Connection
+
+Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Adjacency:
+    """One direction of the graph: node `i`'s edges are `offsets[i]:offsets[i + 1]` of
+    `others` (the node at the far end) and `kinds` (the edge's kind id)."""
+
+    offsets: Array
+    others: npt.NDArray[np.int32]
+    kinds: npt.NDArray[np.int32]
+
+    @classmethod
+    def build(cls, near: Array, far: Array, kinds: Array, size: int) -> Adjacency:
+        order = np.argsort(near, kind="stable")
+        offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(near, minlength=size), out=offsets[1:])
+        return cls(offsets, far[order].astype(np.int32), kinds[order].astype(np.int32))
+
+    def step(self, nodes: Array) -> tuple[Array, Array, Array]:
+        """Every edge of `nodes`: (the node it leaves from, the node at its far end, kind)."""
+        starts, ends = self.offsets[nodes], self.offsets[nodes + 1]
+        counts = ends - starts
+        total = int(counts.sum())
+        if total == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        # Positions starts[i] .. ends[i] - 1 for every i, without a Python loop.
+        positions = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+        return (
+            np.repeat(nodes, counts),
+            self.others[positions].astype(np.int64),
+            self.kinds[positions].astype(np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    version: int
+    size: int  # node ids are below this
+    forward: Adjacency
+    backward: Adjacency
+    kind_ids: dict[str, int]
+
+    def kind_mask(self, kinds: Sequence[str]) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(max(self.kind_ids.values(), default=0) + 1, dtype=bool)
+        for kind in kinds:
+            if kind in self.kind_ids:
+                mask[self.kind_ids[kind]] = True
+        return mask
+
+    def search(
+        self, start: int, end: int, allowed: npt.NDArray[np.bool_]
+    ) -> list[tuple[int, int, int]]:
+        """The edges (start, end, kind id) of every shortest path from `start` to `end` over
+        kinds `allowed`; empty when there is none."""
+        distance = np.full(self.size, -1, dtype=np.int32)
+        distance[start] = 0
+        frontier = np.array([start], dtype=np.int64)
+        level = 0
+        while frontier.size and distance[end] < 0:
+            level += 1
+            _, reached, kinds = self.forward.step(frontier)
+            reached = reached[allowed[kinds]]
+            reached = np.unique(reached[distance[reached] < 0])
+            distance[reached] = level
+            frontier = reached
+        if distance[end] <= 0:
+            return []
+        edges: list[tuple[int, int, int]] = []
+        layer = np.array([end], dtype=np.int64)
+        for depth in range(int(distance[end]), 0, -1):
+            targets, sources, kinds = self.backward.step(layer)
+            keep = allowed[kinds] & (distance[sources] == depth - 1)
+            sources, targets, kinds = sources[keep], targets[keep], kinds[keep]
+            edges += zip(sources.tolist(), targets.tolist(), kinds.tolist(), strict=True)
+            layer = np.unique(sources)
+        return edges
+
+
+async def build_index(conn: Connection, version: int) -> GraphIndex:
+    """The index of the graph at `version`, read in chunks (its caller checks that no
+    ingest committed meanwhile); the sorting runs off the event loop."""
+    size = await paths.read_node_ceiling(conn)
+    blocks = [
+        np.array(chunk, dtype=np.int64).reshape(-1, 3)
+        async for chunk in paths.read_edge_chunks(conn)
+    ]
+    kind_ids = await paths.read_kinds(conn)
+
+    def assemble() -> GraphIndex:
+        edges = np.concatenate(blocks) if blocks else np.zeros((0, 3), dtype=np.int64)
+        start, end, kind = edges[:, 0], edges[:, 1], edges[:, 2]
+        return GraphIndex(
+            version,
+            size,
+            Adjacency.build(start, end, kind, size),
+            Adjacency.build(end, start, kind, size),
+            kind_ids,
+        )
+
+    return await asyncio.to_thread(assemble)

@@ -1,0 +1,136 @@
+"""Shortest paths (`GET /api/v2/graphs/shortest-path`): every shortest path between two
+objects, found by breadth-first search on an in-memory index of the graph
+(graph/path_index.py).
+
+Each request checks the graph's version (a count of ingest runs) and rebuilds the index
+when it moved, so an answer is never made from two versions of the graph and a change made
+by any process is seen by the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import TYPE_CHECKING
+
+from graphsvc import wire
+from graphsvc.errors import bad_request, not_found
+from graphsvc.store import paths
+from graphsvc.store.db import Connection
+
+if TYPE_CHECKING:
+    from graphsvc.graph.path_index import GraphIndex
+
+# The reference's traversable AD kinds (its PathfindingRelationshipsMatchFrontend, the list
+# its UI's path filter shows; docs/reference-ad.md §8b), the default of a search.
+TRAVERSABLE_KINDS = (
+    "Owns", "GenericAll", "GenericWrite", "WriteOwner", "WriteDacl", "MemberOf",
+    "ForceChangePassword", "AllExtendedRights", "AddMember", "HasSession", "GPLink",
+    "AllowedToDelegate", "CoerceToTGT", "AllowedToAct", "AdminTo", "CanPSRemote", "CanRDP",
+    "ExecuteDCOM", "HasSIDHistory", "AddSelf", "DCSync", "ReadLAPSPassword",
+    "ReadGMSAPassword", "DumpSMSAPassword", "SQLAdmin", "AddAllowedToAct", "WriteSPN",
+    "AddKeyCredentialLink", "SyncLAPSPassword", "WriteAccountRestrictions", "WriteGPLink",
+    "GoldenCert", "ADCSESC1", "ADCSESC3", "ADCSESC4", "ADCSESC6a", "ADCSESC6b", "ADCSESC9a",
+    "ADCSESC9b", "ADCSESC10a", "ADCSESC10b", "ADCSESC13", "SyncedToEntraUser",
+    "CoerceAndRelayNTLMToSMB", "CoerceAndRelayNTLMToADCS", "WriteOwnerLimitedRights",
+    "OwnsLimitedRights", "ClaimSpecialIdentity", "CoerceAndRelayNTLMToLDAP",
+    "CoerceAndRelayNTLMToLDAPS", "HasTrustKeys", "ManageCA", "ManageCertificates", "Contains",
+    "DCFor", "SameForestTrust", "SpoofSIDHistory", "AbuseTGTDelegation", "ProtectAdminGroups",
+)  # fmt: skip
+KIND_FILTER = re.compile(r"(in|nin):(\w+(?:,\s*\w+)*)")
+
+
+class PathIndex:
+    """The process's index, rebuilt when the graph's version moves (one build at a time)."""
+
+    def __init__(self) -> None:
+        self.current: GraphIndex | None = None
+        self.building = asyncio.Lock()
+
+    async def read(self, conn: Connection) -> GraphIndex:
+        version = await paths.read_graph_version(conn)
+        if self.current is not None and self.current.version == version:
+            return self.current
+        async with self.building:
+            from graphsvc.graph import path_index  # numpy: loaded by the first search
+
+            while self.current is None or self.current.version != version:
+                built = await path_index.build_index(conn, version)
+                # Each ingest commits at once and moves the version: the same version after
+                # the build means every chunk was read from one graph.
+                after = await paths.read_graph_version(conn)
+                if after == version:
+                    self.current = built
+                version = after
+            return self.current
+
+
+def choose_kinds(index: GraphIndex, relationship_kinds: str | None) -> list[str]:
+    """The kinds a search follows: the traversable ones, or `in:`/`nin:` a list of them."""
+    if relationship_kinds is None or relationship_kinds == "":
+        return list(TRAVERSABLE_KINDS)
+    match = KIND_FILTER.fullmatch(relationship_kinds.strip())
+    if match is None:
+        raise bad_request(
+            "relationship_kinds must be in:Kind1,Kind2 or nin:Kind1,Kind2",
+            "relationship_kinds",
+        )
+    named = [k.strip() for k in match.group(2).split(",")]
+    unknown = [k for k in named if k not in index.kind_ids and k not in TRAVERSABLE_KINDS]
+    if unknown:
+        raise bad_request(
+            f"unknown relationship kind {unknown[0]!r}; kinds in this graph: "
+            f"{', '.join(sorted(index.kind_ids))}",
+            "relationship_kinds",
+        )
+    if match.group(1) == "in":
+        return named
+    chosen = [k for k in TRAVERSABLE_KINDS if k not in named]
+    if not chosen:
+        raise bad_request("relationship_kinds leaves no kind to follow", "relationship_kinds")
+    return chosen
+
+
+async def find_shortest_paths(
+    conn: Connection,
+    index: PathIndex,
+    start_node: str,
+    end_node: str,
+    relationship_kinds: str | None,
+) -> wire.PathGraphResponse:
+    graph = await index.read(conn)
+    kinds = choose_kinds(graph, relationship_kinds)
+    start = await paths.find_node_id(conn, start_node)
+    if start is None:
+        raise not_found(f"no node with object id {start_node!r}", "start_node")
+    end = await paths.find_node_id(conn, end_node)
+    if end is None:
+        raise not_found(f"no node with object id {end_node!r}", "end_node")
+    edges = graph.search(start, end, graph.kind_mask(kinds)) if start != end else []
+    if not edges:
+        raise not_found(f"no path from {start_node} to {end_node}", "end_node")
+    node_ids = sorted({n for s, e, _ in edges for n in (s, e)})
+    names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
+    times = await paths.read_edge_times(conn, node_ids)
+    nodes = {
+        str(n.node_id): wire.PathNode(
+            n.name,
+            n.label,
+            json.loads(n.kinds),
+            n.object_id,
+            n.is_tier_zero,
+            False,
+            n.updated_at,
+        )
+        for n in await paths.read_path_nodes(conn, node_ids)
+    }
+    return wire.PathGraphResponse(
+        wire.PathGraph(
+            nodes,
+            [
+                wire.PathEdge(str(s), str(e), names[k], names[k], times[(s, e, k)])
+                for s, e, k in sorted(edges)
+            ],
+        )
+    )

@@ -1,0 +1,84 @@
+"""What the path index is built from and answers with: the graph's version, every edge as
+(start, end, kind) ids in chunks, and the nodes and kinds of an answer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from graphsvc.store.db import Connection, in_list, list_param
+
+# Edges read per statement while building (rows of three integers).
+EDGE_CHUNK = 200_000
+
+
+async def read_graph_version(conn: Connection) -> int:
+    """A number that moves whenever the graph changes: only ingest runs write nodes and
+    edges, and each adds one row to ingest_runs."""
+    return int(await conn.fetchval("SELECT count(*) FROM ingest_runs"))
+
+
+async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[tuple[int, int, int]]]:
+    """Every edge as (start id, end id, kind id), in chunks of EDGE_CHUNK, by edge id."""
+    last = 0
+    while True:
+        rows = await conn.fetch(
+            "SELECT id, start_id, end_id, kind_id FROM edges WHERE id > $1 ORDER BY id LIMIT $2",
+            last,
+            EDGE_CHUNK,
+        )
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield [(r[1], r[2], r[3]) for r in rows]
+
+
+async def read_node_ceiling(conn: Connection) -> int:
+    """One more than the largest node id (the index's arrays are that long)."""
+    return int(await conn.fetchval("SELECT coalesce(max(id), 0) + 1 FROM nodes"))
+
+
+async def read_kinds(conn: Connection) -> dict[str, int]:
+    """Every kind the graph knows, by name."""
+    return {r[1]: r[0] for r in await conn.fetch("SELECT id, name FROM kinds")}
+
+
+async def find_node_id(conn: Connection, object_id: str) -> int | None:
+    found = await conn.fetchval("SELECT id FROM nodes WHERE object_id = $1", object_id.upper())
+    return None if found is None else int(found)
+
+
+@dataclass
+class PathNode:
+    node_id: int
+    object_id: str
+    name: str
+    label: str
+    kinds: str  # JSON text
+    updated_at: datetime
+    is_tier_zero: bool
+
+
+async def read_path_nodes(conn: Connection, node_ids: Sequence[int]) -> list[PathNode]:
+    rows = await conn.fetch(
+        f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.updated_at,
+            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
+        FROM nodes n WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")} ORDER BY n.id""",
+        list_param(conn.dialect, node_ids),
+    )
+    return [PathNode(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
+
+
+async def read_edge_times(
+    conn: Connection, node_ids: Sequence[int]
+) -> dict[tuple[int, int, int], datetime]:
+    """(start, end, kind) -> updated_at of the edges between these nodes."""
+    ids = list_param(conn.dialect, node_ids)
+    rows = await conn.fetch(
+        f"""SELECT start_id, end_id, kind_id, updated_at FROM edges
+        WHERE {in_list(conn.dialect, "start_id", "$1", "bigint")}
+            AND {in_list(conn.dialect, "end_id", "$1", "bigint")}""",
+        ids,
+    )
+    return {(r[0], r[1], r[2]): r[3] for r in rows}
