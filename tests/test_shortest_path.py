@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from graphsvc.graph.paths import TRAVERSABLE_KINDS
 from tests.conftest import Env, ingest
+from tests.test_ad_domain_stats import raw_records
 from tests.test_sharphound import SAMPLES, TESTLAB, Expected, raw_documents
+from tests.test_tier_zero import expected_tier_zero
 
 Edge = tuple[str, str, str]  # start, kind, end (object ids)
 # TESTLAB's trusted domain: its only edges are trusts, which a search does not follow.
@@ -228,3 +230,99 @@ def test_path_command_prints_the_steps_and_the_api_answer(env: Env) -> None:
     assert answered_edges(answered) == answered_edges(ask(env, start, ADMINS).json())
     missing = env.cli("path", EXTERNAL, ADMINS)
     assert missing.exit_code == 1 and "end_node: no path from" in missing.output
+
+
+# --- exposure: who reaches a domain's tier zero -------------------------------------------
+
+
+def expected_exposure(path: Path, domain: str) -> tuple[dict[str, int], set[str], dict[str, int]]:
+    """From the raw files: each principal's distance to the domain's tier zero (over the
+    traversable kinds; principals in tier zero left out), the domain's enabled users, and
+    every node's distance."""
+    expected = Expected(raw_documents(path))
+    backward: dict[str, list[str]] = defaultdict(list)
+    for start, _, end in traversable(expected):
+        backward[end].append(start)
+    distance = dict.fromkeys(expected_tier_zero(path)[domain], 0)
+    queue = deque(distance)
+    while queue:
+        node = queue.popleft()
+        for before in backward[node]:
+            if before not in distance:
+                distance[before] = distance[node] + 1
+                queue.append(before)
+    principals = {
+        oid for oid, (label, _) in expected.nodes.items() if label in ("User", "Computer", "Group")
+    }
+    records = raw_records(path)
+    enabled = {
+        oid
+        for oid, (label, node_domain) in expected.nodes.items()
+        if label == "User"
+        and node_domain == domain
+        and records.get(oid, {}).get("properties", {}).get("enabled") is True
+    }
+    exposed = {oid: d for oid, d in distance.items() if d > 0 and oid in principals}
+    return exposed, enabled, distance
+
+
+@pytest.mark.parametrize("name", ["v6 folder", "sample zip (3 domains, 3 collections)"])
+def test_exposure_of_each_domain_matches_a_search_back_from_tier_zero(env: Env, name: str) -> None:
+    path = SAMPLES[name]
+    ingest(env, path)
+    expected = Expected(raw_documents(path))
+    edges = set(traversable(expected))
+    domains = sorted(d for d in expected.domains if expected.nodes.get(d, ("",))[0] == "Domain")
+    seen = 0
+    for domain in domains:
+        exposed, enabled, distance = expected_exposure(path, domain)
+        body = env.get(f"/api/v2/domains/{domain}/exposure?limit=1000").json()
+        assert body["count"] == len(exposed) == len(body["data"]), domain
+        assert {e["objectID"]: e["length"] for e in body["data"]} == exposed
+        lengths = [e["length"] for e in body["data"]]
+        assert lengths == sorted(lengths), "shortest first"
+        for entry in body["data"]:
+            hop = entry["firstHop"]
+            assert (entry["objectID"], hop["kind"], hop["objectID"]) in edges
+            assert distance[hop["objectID"]] == entry["length"] - 1
+        users = {u for u in enabled if u in exposed}
+        assert body["users"]["enabled"] == len(enabled)
+        assert body["users"]["exposed"] == len(users)
+        assert body["users"]["share"] == pytest.approx(len(users) / len(enabled) if enabled else 0)
+        seen += len(exposed)
+    assert seen > 10
+
+
+def test_exposure_pages_and_refuses_what_it_must(env: Env) -> None:
+    ingest(env, SAMPLES["v6 folder"])
+    whole = env.get(f"/api/v2/domains/{TESTLAB}/exposure?limit=1000").json()
+    pages = [
+        e
+        for skip in range(0, whole["count"], 5)
+        for e in env.get(f"/api/v2/domains/{TESTLAB}/exposure?skip={skip}&limit=5").json()["data"]
+    ]
+    assert pages == whole["data"]
+    assert env.get(f"/api/v2/domains/{TESTLAB}/exposure").json()["limit"] == 10
+    unknown = env.get("/api/v2/domains/S-1-5-21-1-2-3/exposure")
+    assert unknown.status_code == 404 and "no Domain" in unknown.json()["errors"][0]["message"]
+    assert env.get(f"/api/v2/domains/{TESTLAB}/exposure?limit=-1").status_code == 400
+
+
+def test_exposure_command(env: Env) -> None:
+    assert env.cli("ingest", str(SAMPLES["v6 folder"])).exit_code == 0
+    body = env.get(f"/api/v2/domains/{TESTLAB}/exposure?limit=3").json()
+    text = env.cli("exposure", TESTLAB, "--limit", "3")
+    assert text.exit_code == 0, text.output
+    users = body["users"]
+    lines = text.output.splitlines()
+    share = f"{100 * users['share']:.1f}%"
+    assert lines[0] == (
+        f"{users['exposed']} of {users['enabled']} enabled users ({share}) have a path to "
+        f"tier zero; {body['count']} principals in all:"
+    )
+    first = body["data"][0]
+    assert lines[1] == (
+        f"  {first['length']}  {first['name']} ({first['label']}) "
+        f"-{first['firstHop']['kind']}-> {first['firstHop']['name']}"
+    )
+    assert json.loads(env.cli("exposure", TESTLAB, "--limit", "3", "--json").stdout) == body

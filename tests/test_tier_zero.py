@@ -32,7 +32,7 @@ def expected_tier_zero(path: Path) -> dict[str, set[str]]:
         .startswith("CN=ADMINSDHOLDER,CN=SYSTEM,")
     }
     members = members_of((s, e) for (s, k, e) in expected.edges if k == "MemberOf")
-    reached_from: dict[str, set[str]] = defaultdict(set)
+    by_domain: dict[str, set[str]] = defaultdict(set)
     for domain in expected.domains:
         roots = {domain} | {
             oid
@@ -44,11 +44,7 @@ def expected_tier_zero(path: Path) -> dict[str, set[str]]:
             )
         }
         for root in roots:
-            for node in {root} | closure(root, members):
-                reached_from[node].add(domain)
-    by_domain: dict[str, set[str]] = defaultdict(set)
-    for node, domains in reached_from.items():
-        by_domain[min(domains)].add(node)
+            by_domain[domain] |= {root} | closure(root, members)
     return by_domain
 
 

@@ -525,6 +525,18 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        f"{V2}/domains/{{object_id}}/exposure",
+        "ListDomainExposure",
+        "The principals with a path to the domain's tier zero, shortest first, with their "
+        "first step; and the share of the domain's enabled users among them",
+        paths.list_exposure,
+        wire.ExposureList,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(object_id_of("Domain"), Paging(default_limit=10), ThePathIndex()),
+    ),
+    Operation(
+        "GET",
         f"{V2}/available-domains",
         "GetAvailableDomains",
         "The AD domains and Azure tenants data exists for",

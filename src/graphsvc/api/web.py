@@ -108,23 +108,29 @@ class Request:
         after its first `body_timeout`: at the defaults a 16 KiB body has 11 s in all, and a
         client that sends a byte every few seconds is cut off after 10."""
         size = 0
-        started = time.monotonic()
+        started = last = time.monotonic()
         while True:
-            # When the body, at the minimum rate from its start, falls behind.
-            behind = started + self.body_timeout + size / self.min_rate - time.monotonic()
+            # When the body pauses too long, and when, at the minimum rate from its start,
+            # it falls behind.
+            stall_at = last + self.body_timeout
+            behind_at = started + self.body_timeout + size / self.min_rate
             try:
-                async with asyncio.timeout(min(self.body_timeout, max(behind, 0))):
+                async with asyncio.timeout(max(min(stall_at, behind_at) - time.monotonic(), 0)):
                     message = await self.receive()
             except TimeoutError:
+                # A few bytes then silence meets both limits at nearly the same time (which
+                # first depends on how soon the first bytes were read): silent for nine
+                # tenths of the pause limit is a stall.
                 problem = (
                     f"stalled for {self.body_timeout:g} s"
-                    if behind >= self.body_timeout
+                    if time.monotonic() - last >= 0.9 * self.body_timeout
                     else f"arrived slower than {self.min_rate} bytes a second"
                 )
                 raise ApiError(408, f"the request body {problem}", "body", CLOSE) from None
             if message["type"] != "http.request":
                 raise ApiError(400, "the client closed the connection mid-body", "body", CLOSE)
             chunk = message.get("body", b"")
+            last = time.monotonic()
             size += len(chunk)
             if size > self.max_body:
                 raise body_too_large(self.max_body)

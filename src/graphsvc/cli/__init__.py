@@ -14,6 +14,7 @@ for command in (
     data.schema,
     data.find,
     data.path,
+    data.exposure,
     data.domains,
     accounts.user,
     accounts.token,

@@ -169,6 +169,33 @@ def describe_paths(graph: wire.PathGraph, start: str) -> str:
 
 
 @click.command()
+@click.argument("domain")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
+def exposure(domain: str, limit: int, as_json: bool) -> None:
+    """Who has a path to DOMAIN's tier zero (its object id), shortest first, and the share
+    of its enabled users who do, as GET /api/v2/domains/{object_id}/exposure answers."""
+    from graphsvc.graph.paths import PathIndex, list_exposure
+
+    async def work(conn: database.Connection) -> wire.ExposureList:
+        return await list_exposure(conn, PathIndex(), domain, Page(0, limit))
+
+    found = run_in_transaction(load_settings(), work)
+    users = found.users
+    lines = [
+        f"{users.exposed} of {users.enabled} enabled users ({100 * users.share:.1f}%) have a "
+        f"path to tier zero; {found.count} principals in all:",
+        *(
+            f"  {e.length}  {e.name} ({e.label}) -{e.firstHop.kind}-> {e.firstHop.name}"
+            for e in found.data
+        ),
+    ]
+    if found.count > len(found.data):
+        lines.append(f"  ... {found.count - len(found.data)} more; see --limit")
+    emit(as_json, found, "\n".join(lines))
+
+
+@click.command()
 @click.option("--json", "as_json", is_flag=True)
 def domains(as_json: bool) -> None:
     """The AD domains and Azure tenants data exists for, with their ids."""

@@ -60,6 +60,7 @@ class GraphIndex:
     forward: Adjacency
     backward: Adjacency
     kind_ids: dict[str, int]
+    principals: npt.NDArray[np.bool_]  # the collected users, computers and groups
 
     def kind_mask(self, kinds: Sequence[str]) -> npt.NDArray[np.bool_]:
         mask = np.zeros(max(self.kind_ids.values(), default=0) + 1, dtype=bool)
@@ -96,6 +97,70 @@ class GraphIndex:
             layer = np.unique(sources)
         return edges
 
+    def distances_to(
+        self, targets: Array, allowed: npt.NDArray[np.bool_]
+    ) -> tuple[npt.NDArray[np.int32], Array, Array]:
+        """For every node, the length of its shortest path to any of `targets` over kinds
+        `allowed` (-1 without one), and the node and kind of one first step of such a path
+        (-1 for the targets and the nodes without a path): a search back from all targets
+        at once."""
+        distance = np.full(self.size, -1, dtype=np.int32)
+        hop = np.full(self.size, -1, dtype=np.int64)
+        hop_kind = np.full(self.size, -1, dtype=np.int64)
+        frontier = np.unique(targets)
+        distance[frontier] = 0
+        level = 0
+        while frontier.size:
+            level += 1
+            ends, starts, kinds = self.backward.step(frontier)
+            keep = allowed[kinds] & (distance[starts] < 0)
+            starts, ends, kinds = starts[keep], ends[keep], kinds[keep]
+            reached, first = np.unique(starts, return_index=True)
+            distance[reached] = level
+            hop[reached] = ends[first]
+            hop_kind[reached] = kinds[first]
+            frontier = reached
+        return distance, hop, hop_kind
+
+    def rank_exposure(
+        self,
+        targets: Sequence[int],
+        allowed: npt.NDArray[np.bool_],
+        enabled_users: Sequence[int],
+        skip: int,
+        limit: int,
+    ) -> Exposure:
+        """The principals with a path to `targets` (not themselves targets), by the length
+        of their shortest path then id: their number, one page of them, and how many of
+        `enabled_users` are among them."""
+        distance, hop, hop_kind = self.distances_to(np.array(targets, dtype=np.int64), allowed)
+        exposed = np.flatnonzero((distance > 0) & self.principals)
+        exposed = exposed[np.lexsort((exposed, distance[exposed]))]
+        page = exposed[skip : skip + limit]
+        users = np.array(enabled_users, dtype=np.int64)
+        return Exposure(
+            int(exposed.size),
+            [ExposedNode(int(n), int(distance[n]), int(hop[n]), int(hop_kind[n])) for n in page],
+            int(users.size),
+            int((distance[users] > 0).sum()) if users.size else 0,
+        )
+
+
+@dataclass(frozen=True)
+class ExposedNode:
+    node_id: int
+    length: int  # of its shortest path to tier zero
+    hop: int  # the node its first step reaches
+    hop_kind: int  # that step's kind id
+
+
+@dataclass(frozen=True)
+class Exposure:
+    total: int
+    page: list[ExposedNode]
+    enabled_users: int
+    exposed_users: int
+
 
 async def build_index(conn: Connection, version: int) -> GraphIndex:
     """The index of the graph at `version`, read in chunks (its caller checks that no
@@ -106,8 +171,11 @@ async def build_index(conn: Connection, version: int) -> GraphIndex:
         async for chunk in paths.read_edge_chunks(conn)
     ]
     kind_ids = await paths.read_kinds(conn)
+    principal_ids = await paths.read_principal_ids(conn)
 
     def assemble() -> GraphIndex:
+        principals = np.zeros(size, dtype=bool)
+        principals[np.array(principal_ids, dtype=np.int64)] = True
         edges = np.concatenate(blocks) if blocks else np.zeros((0, 3), dtype=np.int64)
         start, end, kind = edges[:, 0], edges[:, 1], edges[:, 2]
         return GraphIndex(
@@ -116,6 +184,7 @@ async def build_index(conn: Connection, version: int) -> GraphIndex:
             Adjacency.build(start, end, kind, size),
             Adjacency.build(end, start, kind, size),
             kind_ids,
+            principals,
         )
 
     return await asyncio.to_thread(assemble)

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from graphsvc import wire
 from graphsvc.errors import bad_request, not_found
+from graphsvc.graph.entities import find_entity
 from graphsvc.store import paths
 from graphsvc.store.db import Connection
+from graphsvc.store.paging import Page
 
 if TYPE_CHECKING:
     from graphsvc.graph.path_index import GraphIndex
@@ -133,4 +135,50 @@ async def find_shortest_paths(
                 for s, e, k in sorted(edges)
             ],
         )
+    )
+
+
+async def list_exposure(
+    conn: Connection, index: PathIndex, object_id: str, page: Page
+) -> wire.ExposureList:
+    """The principals with a path to a domain's tier zero over the traversable kinds, by
+    length then graph id, with one first step each; and the share of the domain's enabled
+    users among them."""
+    domain = await find_entity(conn, "domains", object_id)
+    graph = await index.read(conn)
+    exposure = graph.rank_exposure(
+        await paths.read_tier_zero_ids(conn, domain.object_id),
+        graph.kind_mask(TRAVERSABLE_KINDS),
+        await paths.read_enabled_user_ids(conn, domain.object_id),
+        page.skip,
+        page.limit,
+    )
+    shown = {n.node_id for n in exposure.page} | {n.hop for n in exposure.page}
+    nodes = {n.node_id: n for n in await paths.read_path_nodes(conn, sorted(shown))}
+    names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
+    return wire.ExposureList(
+        exposure.total,
+        page.skip,
+        page.limit,
+        wire.UserExposure(
+            exposure.enabled_users,
+            exposure.exposed_users,
+            exposure.exposed_users / exposure.enabled_users if exposure.enabled_users else 0.0,
+        ),
+        [
+            wire.ExposedPrincipal(
+                nodes[e.node_id].object_id,
+                nodes[e.node_id].name,
+                nodes[e.node_id].label,
+                json.loads(nodes[e.node_id].kinds),
+                e.length,
+                wire.FirstHop(
+                    nodes[e.hop].object_id,
+                    nodes[e.hop].name,
+                    nodes[e.hop].label,
+                    names[e.hop_kind],
+                ),
+            )
+            for e in exposure.page
+        ],
     )

@@ -7,7 +7,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import Connection, in_list, list_param
+from graphsvc.store.db import (
+    Connection,
+    in_list,
+    json_property_equals,
+    json_value_param,
+    list_param,
+)
 
 # Edges read per statement while building (rows of three integers).
 EDGE_CHUNK = 200_000
@@ -37,6 +43,33 @@ async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[tuple[int, in
 async def read_node_ceiling(conn: Connection) -> int:
     """One more than the largest node id (the index's arrays are that long)."""
     return int(await conn.fetchval("SELECT coalesce(max(id), 0) + 1 FROM nodes"))
+
+
+async def read_principal_ids(conn: Connection) -> list[int]:
+    """The ids of the users, computers and groups a collection reported (not stubs)."""
+    rows = await conn.fetch(
+        """SELECT id FROM nodes WHERE run_id IS NOT NULL
+            AND label IN ('User', 'Computer', 'Group')"""
+    )
+    return [r[0] for r in rows]
+
+
+async def read_tier_zero_ids(conn: Connection, domain_id: str) -> list[int]:
+    rows = await conn.fetch("SELECT node_id FROM tier_zero WHERE domain_id = $1", domain_id)
+    return [r[0] for r in rows]
+
+
+async def read_enabled_user_ids(conn: Connection, domain_id: str) -> list[int]:
+    """The domain's collected users whose `enabled` property is true."""
+    enabled = json_property_equals(conn.dialect, "properties", "$2", "$3")
+    rows = await conn.fetch(
+        f"""SELECT id FROM nodes WHERE environment_id = $1 AND label = 'User'
+            AND run_id IS NOT NULL AND {enabled}""",
+        domain_id,
+        "enabled",
+        json_value_param(conn.dialect, True),
+    )
+    return [r[0] for r in rows]
 
 
 async def read_kinds(conn: Connection) -> dict[str, int]:

@@ -4,9 +4,9 @@ without its Privilege Zones engine (its "Admin Tier Zero" tagging, docs/referenc
 The roots of a domain (every Domain node, collected or only referred to): the domain itself,
 its users and groups whose object id ends in a well-known suffix (`ROOT_SUFFIXES`), and its
 AdminSDHolder container; then every member of a root group, at any depth (inbound
-`MemberOf`). The whole set is computed again after every ingest run, since a run can add a
-member to any of them. The OUs, containers and GPOs above tier zero that the reference also
-tags are not marked here.
+`MemberOf`). A node can belong to several domains' tier zero. The whole set is computed
+again after every ingest run, since a run can add a member to any of them. The OUs,
+containers and GPOs above tier zero that the reference also tags are not marked here.
 """
 
 from __future__ import annotations
@@ -43,5 +43,5 @@ async def mark_tier_zero(conn: Connection) -> None:
             SELECT e.start_id, r.domain_id FROM edges e JOIN reached r ON e.end_id = r.node_id
             WHERE e.kind_id = (SELECT id FROM kinds WHERE name = 'MemberOf')
         )
-        SELECT node_id, min(domain_id) FROM reached GROUP BY node_id"""
+        SELECT DISTINCT node_id, domain_id FROM reached"""
     )

@@ -87,7 +87,16 @@ from graphsvc.wire.nodes import (
     PagedSearchResults,
     SearchResult,
 )
-from graphsvc.wire.paths import PathEdge, PathGraph, PathGraphResponse, PathNode
+from graphsvc.wire.paths import (
+    ExposedPrincipal,
+    ExposureList,
+    FirstHop,
+    PathEdge,
+    PathGraph,
+    PathGraphResponse,
+    PathNode,
+    UserExposure,
+)
 from graphsvc.wire.probes import (
     HealthData,
     HealthResponse,
@@ -136,11 +145,14 @@ __all__ = [
     "EnvironmentKindInfo",
     "ErrorBody",
     "ErrorDetail",
+    "ExposedPrincipal",
+    "ExposureList",
     "ExtensionDefinition",
     "ExtensionInfo",
     "ExtensionList",
     "FileUploadJob",
     "FileUploadJobResponse",
+    "FirstHop",
     "HealthData",
     "HealthResponse",
     "Int32",
@@ -183,6 +195,7 @@ __all__ = [
     "TokenFields",
     "UploadedFile",
     "User",
+    "UserExposure",
     "UserList",
     "UserListResponse",
     "UserResponse",

@@ -1,11 +1,13 @@
-"""The shortest-path answer, the reference's unified graph: nodes keyed by graph id, edges
-between those ids."""
+"""The shortest-path answer, the reference's unified graph (nodes keyed by graph id, edges
+between those ids), and a domain's exposure to its tier zero."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import msgspec
+
+from graphsvc.wire.common import Count
 
 
 class PathNode(msgspec.Struct):
@@ -33,3 +35,33 @@ class PathGraph(msgspec.Struct):
 
 class PathGraphResponse(msgspec.Struct):
     data: PathGraph
+
+
+class FirstHop(msgspec.Struct):
+    objectID: str
+    name: str
+    label: str
+    kind: str  # the kind of the step to it
+
+
+class ExposedPrincipal(msgspec.Struct):
+    objectID: str
+    name: str
+    label: str
+    kinds: list[str]
+    length: int  # steps of its shortest path to the domain's tier zero
+    firstHop: FirstHop  # where one such path goes first
+
+
+class UserExposure(msgspec.Struct):
+    enabled: Count  # the domain's enabled users
+    exposed: Count  # how many of them have a path to its tier zero
+    share: float  # exposed / enabled (0 with no enabled user)
+
+
+class ExposureList(msgspec.Struct):
+    count: Count
+    skip: Count
+    limit: Count
+    users: UserExposure
+    data: list[ExposedPrincipal]
