@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,14 +28,20 @@ class Adjacency:
 
     offsets: Array
     others: npt.NDArray[np.int32]
-    kinds: npt.NDArray[np.int32]
+    kinds: npt.NDArray[np.signedinteger[Any]]
 
     @classmethod
     def build(cls, near: Array, far: Array, kinds: Array, size: int) -> Adjacency:
         order = np.argsort(near, kind="stable")
         offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(near, minlength=size), out=offsets[1:])
-        return cls(offsets, far[order].astype(np.int32), kinds[order].astype(np.int32))
+        # Kind ids fit 16 bits unless an extension registers tens of thousands of kinds: 12
+        # bytes a relationship (both directions) instead of 16.
+        narrow = kinds.size == 0 or int(kinds.max()) < 2**15
+        sorted_kinds: npt.NDArray[np.signedinteger[Any]] = (
+            kinds[order].astype(np.int16) if narrow else kinds[order].astype(np.int32)
+        )
+        return cls(offsets, far[order].astype(np.int32), sorted_kinds)
 
     def step(self, nodes: Array) -> tuple[Array, Array, Array]:
         """Every edge of `nodes`: (the node it leaves from, the node at its far end, kind)."""
@@ -73,28 +80,60 @@ class GraphIndex:
         self, start: int, end: int, allowed: npt.NDArray[np.bool_]
     ) -> list[tuple[int, int, int]]:
         """The edges (start, end, kind id) of every shortest path from `start` to `end` over
-        kinds `allowed`; empty when there is none."""
-        distance = np.full(self.size, -1, dtype=np.int32)
-        distance[start] = 0
-        frontier = np.array([start], dtype=np.int64)
-        level = 0
-        while frontier.size and distance[end] < 0:
-            level += 1
-            _, reached, kinds = self.forward.step(frontier)
-            reached = reached[allowed[kinds]]
-            reached = np.unique(reached[distance[reached] < 0])
-            distance[reached] = level
-            frontier = reached
-        if distance[end] <= 0:
+        kinds `allowed`; empty when there is none.
+
+        A search from both ends, one whole level at a time on the side with the smaller
+        frontier, until they meet: a search from the start alone visited most of the graph
+        within the path's length (10.8 ms a path at 100,000 nodes, bench/paths.py). The
+        meeting gives the length; the paths are then walked from the middle layer back to
+        the start and on to the end."""
+        if start == end:
             return []
+        from_start = np.full(self.size, -1, dtype=np.int32)
+        to_end = np.full(self.size, -1, dtype=np.int32)
+        from_start[start] = to_end[end] = 0
+        ahead = np.array([start], dtype=np.int64)
+        behind = np.array([end], dtype=np.int64)
+        forward_level = backward_level = 0
+        length = -1
+        while ahead.size and behind.size:
+            if ahead.size <= behind.size:
+                forward_level += 1
+                _, reached, kinds = self.forward.step(ahead)
+                reached = reached[allowed[kinds]]
+                ahead = np.unique(reached[from_start[reached] < 0])
+                from_start[ahead] = forward_level
+                met = ahead[to_end[ahead] >= 0]
+            else:
+                backward_level += 1
+                _, reached, kinds = self.backward.step(behind)
+                reached = reached[allowed[kinds]]
+                behind = np.unique(reached[to_end[reached] < 0])
+                to_end[behind] = backward_level
+                met = behind[from_start[behind] >= 0]
+            if met.size:
+                length = int((from_start[met] + to_end[met]).min())
+                break
+        if length < 0:
+            return []
+        # A layer where both distances are known (the levels searched add up to the length).
+        middle = min(forward_level, length)
+        layer = np.flatnonzero((from_start == middle) & (to_end == length - middle))
         edges: list[tuple[int, int, int]] = []
-        layer = np.array([end], dtype=np.int64)
-        for depth in range(int(distance[end]), 0, -1):
-            targets, sources, kinds = self.backward.step(layer)
-            keep = allowed[kinds] & (distance[sources] == depth - 1)
+        back = layer
+        for depth in range(middle, 0, -1):
+            targets, sources, kinds = self.backward.step(back)
+            keep = allowed[kinds] & (from_start[sources] == depth - 1)
             sources, targets, kinds = sources[keep], targets[keep], kinds[keep]
             edges += zip(sources.tolist(), targets.tolist(), kinds.tolist(), strict=True)
-            layer = np.unique(sources)
+            back = np.unique(sources)
+        on = layer
+        for remaining in range(length - middle, 0, -1):
+            sources, targets, kinds = self.forward.step(on)
+            keep = allowed[kinds] & (to_end[targets] == remaining - 1)
+            sources, targets, kinds = sources[keep], targets[keep], kinds[keep]
+            edges += zip(sources.tolist(), targets.tolist(), kinds.tolist(), strict=True)
+            on = np.unique(targets)
         return edges
 
     def distances_to(
