@@ -5,7 +5,9 @@ ingest seen by the next request."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphsvc.graph import path_index
 from graphsvc.graph.paths import TRAVERSABLE_KINDS
 from tests.conftest import Env, ingest
 from tests.test_ad_domain_stats import raw_records
@@ -326,3 +329,29 @@ def test_exposure_command(env: Env) -> None:
         f"-{first['firstHop']['kind']}-> {first['firstHop']['name']}"
     )
     assert json.loads(env.cli("exposure", TESTLAB, "--limit", "3", "--json").stdout) == body
+
+
+def test_a_build_cut_off_by_its_request_goes_on_for_the_next(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is built on a connection of its own: a request that times out while it
+    builds leaves it running, and the next request gets the answer from that same build."""
+    ingest(env, SAMPLES["v6 folder"])
+    builds: list[int] = []
+    build = path_index.build_index
+
+    async def slow_build(conn: Any, version: int) -> Any:
+        builds.append(version)
+        await asyncio.sleep(1.5)
+        return await build(conn, version)
+
+    monkeypatch.setattr(path_index, "build_index", slow_build)
+    uri = "/api/v2/graphs/shortest-path?" + urlencode(
+        {"start_node": f"{TESTLAB}-1105", "end_node": ADMINS}
+    )
+    cut = env.get(uri, headers={"Prefer": "wait=1"})
+    assert cut.status_code == 500
+    assert cut.json()["errors"][0]["message"] == "request timed out after 1 seconds"
+    time.sleep(1.5)
+    assert env.get(uri).status_code == 200
+    assert len(builds) == 1

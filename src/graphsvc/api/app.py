@@ -107,7 +107,7 @@ class App:
                 login_failure_windows(settings.login_failures_per_minute), settings.redis_url
             ),
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
-            PathIndex(),
+            PathIndex(self.db),
         )
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
@@ -261,6 +261,7 @@ class App:
                     await asyncio.to_thread(self.ingester.stop)
                 if self.touching is not None:
                     await self.touching
+                await self.context.paths.stop()
                 await self.db.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

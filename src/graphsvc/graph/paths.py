@@ -10,6 +10,7 @@ by any process is seen by the next request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from graphsvc import wire
 from graphsvc.errors import bad_request, not_found
 from graphsvc.graph.entities import find_entity
 from graphsvc.store import paths
-from graphsvc.store.db import Connection
+from graphsvc.store.db import Connection, Database
 from graphsvc.store.paging import Page
 
 if TYPE_CHECKING:
@@ -44,28 +45,55 @@ KIND_FILTER = re.compile(r"(in|nin):(\w+(?:,\s*\w+)*)")
 
 
 class PathIndex:
-    """The process's index, rebuilt when the graph's version moves (one build at a time)."""
+    """The process's index, rebuilt when the graph's version moves.
 
-    def __init__(self) -> None:
+    With a database (the server), a build runs as a task of its own on a connection of its
+    own: a request cut off by its timeout leaves it running, and the requests after it wait
+    for the same build. Without (a CLI command), it runs on the caller's connection."""
+
+    def __init__(self, db: Database | None = None) -> None:
+        self.db = db
         self.current: GraphIndex | None = None
-        self.building = asyncio.Lock()
+        self.building: asyncio.Task[GraphIndex] | None = None
 
     async def read(self, conn: Connection) -> GraphIndex:
         version = await paths.read_graph_version(conn)
-        if self.current is not None and self.current.version == version:
+        if self.current is not None and self.current.version >= version:
             return self.current
-        async with self.building:
-            from graphsvc.graph import path_index  # numpy: loaded by the first search
+        if self.db is None:
+            self.current = await build_stable_index(conn, version)
+            return self.current
+        if self.building is None or self.building.done():
+            self.building = asyncio.create_task(self.build_in_background(self.db, version))
+        built = await asyncio.shield(self.building)
+        if built.version < version:  # the build began before this request's version
+            return await self.read(conn)
+        return built
 
-            while self.current is None or self.current.version != version:
-                built = await path_index.build_index(conn, version)
-                # Each ingest commits at once and moves the version: the same version after
-                # the build means every chunk was read from one graph.
-                after = await paths.read_graph_version(conn)
-                if after == version:
-                    self.current = built
-                version = after
-            return self.current
+    async def stop(self) -> None:
+        """Cancel a build still running (the server is stopping)."""
+        if self.building is not None and not self.building.done():
+            self.building.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.building
+
+    async def build_in_background(self, db: Database, version: int) -> GraphIndex:
+        async with db.reading() as own:
+            self.current = await build_stable_index(own, version)
+        return self.current
+
+
+async def build_stable_index(conn: Connection, version: int) -> GraphIndex:
+    """An index read from one graph: built again if an ingest committed during the build
+    (each moves the version at once, so the same version after means one graph)."""
+    from graphsvc.graph import path_index  # numpy: loaded by the first search
+
+    while True:
+        built = await path_index.build_index(conn, version)
+        after = await paths.read_graph_version(conn)
+        if after == version:
+            return built
+        version = after
 
 
 def choose_kinds(index: GraphIndex, relationship_kinds: str | None) -> list[str]:
