@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from graphsvc import wire
 from graphsvc.errors import bad_request, not_found
 from graphsvc.graph.entities import find_entity
+from graphsvc.store import graph as store_graph
 from graphsvc.store import paths
 from graphsvc.store.db import Connection, Database
 from graphsvc.store.paging import Page
@@ -96,7 +97,7 @@ async def build_stable_index(conn: Connection, version: int) -> GraphIndex:
         version = after
 
 
-def choose_kinds(index: GraphIndex, relationship_kinds: str | None) -> list[str]:
+def choose_kinds(known: dict[str, int], relationship_kinds: str | None) -> list[str]:
     """The kinds a search follows: the traversable ones, or `in:`/`nin:` a list of them."""
     if relationship_kinds is None or relationship_kinds == "":
         return list(TRAVERSABLE_KINDS)
@@ -107,11 +108,11 @@ def choose_kinds(index: GraphIndex, relationship_kinds: str | None) -> list[str]
             "relationship_kinds",
         )
     named = [k.strip() for k in match.group(2).split(",")]
-    unknown = [k for k in named if k not in index.kind_ids and k not in TRAVERSABLE_KINDS]
+    unknown = [k for k in named if k not in known and k not in TRAVERSABLE_KINDS]
     if unknown:
         raise bad_request(
             f"unknown relationship kind {unknown[0]!r}; kinds in this graph: "
-            f"{', '.join(sorted(index.kind_ids))}",
+            f"{', '.join(sorted(known))}",
             "relationship_kinds",
         )
     if match.group(1) == "in":
@@ -129,14 +130,15 @@ async def find_shortest_paths(
     end_node: str,
     relationship_kinds: str | None,
 ) -> wire.PathGraphResponse:
-    graph = await index.read(conn)
-    kinds = choose_kinds(graph, relationship_kinds)
-    start = await paths.find_node_id(conn, start_node)
+    # The request is checked before the index is read: a bad one never waits for a build.
+    kinds = choose_kinds(await paths.read_kinds(conn), relationship_kinds)
+    found = await store_graph.node_ids(conn, [start_node.upper(), end_node.upper()])
+    start, end = found.get(start_node.upper()), found.get(end_node.upper())
     if start is None:
         raise not_found(f"no node with object id {start_node!r}", "start_node")
-    end = await paths.find_node_id(conn, end_node)
     if end is None:
         raise not_found(f"no node with object id {end_node!r}", "end_node")
+    graph = await index.read(conn)
     edges = graph.search(start, end, graph.kind_mask(kinds)) if start != end else []
     if not edges:
         raise not_found(f"no path from {start_node} to {end_node}", "end_node")

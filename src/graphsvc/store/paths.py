@@ -77,11 +77,6 @@ async def read_kinds(conn: Connection) -> dict[str, int]:
     return {r[1]: r[0] for r in await conn.fetch("SELECT id, name FROM kinds")}
 
 
-async def find_node_id(conn: Connection, object_id: str) -> int | None:
-    found = await conn.fetchval("SELECT id FROM nodes WHERE object_id = $1", object_id.upper())
-    return None if found is None else int(found)
-
-
 @dataclass
 class PathNode:
     node_id: int
