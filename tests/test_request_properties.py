@@ -25,7 +25,8 @@ PROPERTY_SETTINGS = settings(
 )
 NAMES = st.sampled_from(
     ["schema_environment_kind_id", "schema_extension_id", "skip", "limit", "sort_by",
-     "start", "end", "type", "x"]
+     "start", "end", "type", "x", "start_node", "end_node", "relationship_kinds",
+     "only_traversable"]
 )  # fmt: skip
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 NUMBERISH = st.one_of(
@@ -39,7 +40,12 @@ DATES = st.one_of(
          "2026-11-22T10:00:00+99:99", "2026-11-22 10:00:00Z"]
     ),
 )  # fmt: skip
-VALUES = st.one_of(TEXT, NUMBERISH, DATES, st.sampled_from(["created_at", "-name", "list"]))
+VALUES = st.one_of(
+    TEXT,
+    NUMBERISH,
+    DATES,
+    st.sampled_from(["created_at", "-name", "list", "in:MemberOf", "nin:HasSession,", DOMAIN_SID]),
+)
 # Header values as bytes (UTF-8 included), without the control characters HTTP forbids.
 HEADER_VALUES = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=40
@@ -59,6 +65,9 @@ def paths(demo: DemoResult) -> st.SearchStrategy[str]:
         st.just(f"/api/v2/ad-domains/{DOMAIN_SID}/data-quality-stats"),
         segment.map(lambda s: f"/api/v2/ad-domains/{quote(s, safe='')}/data-quality-stats"),
         segment.map(lambda s: f"/api/v2/users/{quote(s, safe='')}/controllables"),
+        st.just("/api/v2/graphs/shortest-path"),
+        segment.map(lambda s: f"/api/v2/domains/{quote(s, safe='')}/exposure"),
+        st.just(f"/api/v2/domains/{DOMAIN_SID}/tier-zero"),
         segment.map(lambda s: f"/api/v2/saml/providers/{quote(s, safe='')}"),
         segment.map(lambda s: f"/api/v2/clients/{quote(s, safe='')}"),
         segment.map(lambda s: f"/api/v2/computers/{quote(s, safe='')}/dcom-rights"),
