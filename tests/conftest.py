@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -506,6 +507,7 @@ def served(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         preexec_fn=preexec_fn,
+        start_new_session=True,  # its own process group, workers included (see below)
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -524,7 +526,14 @@ def served(
         process.terminate()
         # Within the shutdown grace (30 s by default): on a loaded machine (CI with other
         # test processes) a supervisor stopping two workers took over 10 s.
-        process.wait(35)
+        try:
+            process.wait(35)
+        except subprocess.TimeoutExpired:
+            # The test fails, but leaves no server behind: one that outlived its grace once
+            # kept serving, with its workers, for an hour after the suite.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
 
 
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
