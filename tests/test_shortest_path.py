@@ -337,10 +337,10 @@ def test_a_build_cut_off_by_its_request_goes_on_for_the_next(
     """The index is built on a connection of its own: a request that times out while it
     builds leaves it running, and the next request gets the answer from that same build."""
     ingest(env, SAMPLES["v6 folder"])
-    builds: list[int] = []
+    builds: list[Any] = []
     build = path_index.build_index
 
-    async def slow_build(conn: Any, version: int) -> Any:
+    async def slow_build(conn: Any, version: Any) -> Any:
         builds.append(version)
         await asyncio.sleep(1.5)
         return await build(conn, version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -96,6 +97,9 @@ class Settings(BaseSettings):
 
     ingest_lease_seconds: float = Field(60.0, ge=1, le=86400)
     """An ingesting replica renews its job's lease every third of this; dead, it loses the job."""
+
+    path_index_dir: Path | None = None
+    """Where the shortest-path index files shared by processes go; default data_dir/path-index."""
 
     upload_job_timeout_seconds: int = Field(3600, ge=1)
     """A file-upload job that takes no file for this long is Timed Out and its files dropped."""
@@ -195,6 +199,15 @@ class Settings(BaseSettings):
 
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'graphsvc.sqlite3'}"
+
+    def resolved_path_index_folder(self) -> Path:
+        """The index files of this store: a subfolder per database, so that two stores
+        sharing a data folder do not replace each other's index."""
+        from graphsvc.store.db import redact_url
+
+        url = redact_url(self.resolved_database_url())  # the folder's name shows no password
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        return (self.path_index_dir or self.data_dir / "path-index") / digest
 
     def resolved_jwt_secret(self) -> bytes:
         if self.jwt_secret is not None:

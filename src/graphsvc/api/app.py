@@ -107,7 +107,7 @@ class App:
                 login_failure_windows(settings.login_failures_per_minute), settings.redis_url
             ),
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
-            PathIndex(self.db),
+            PathIndex(self.db, settings.resolved_path_index_folder()),
         )
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:

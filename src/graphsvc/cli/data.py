@@ -133,10 +133,13 @@ def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
     GET /api/v2/graphs/shortest-path finds them."""
     from graphsvc.graph.paths import PathIndex, find_shortest_paths
 
-    async def work(conn: database.Connection) -> wire.PathGraphResponse:
-        return await find_shortest_paths(conn, PathIndex(), start, end, kinds)
+    settings = load_settings()
 
-    found = run_in_transaction(load_settings(), work)
+    async def work(conn: database.Connection) -> wire.PathGraphResponse:
+        index = PathIndex(folder=settings.resolved_path_index_folder())
+        return await find_shortest_paths(conn, index, start, end, kinds)
+
+    found = run_in_transaction(settings, work)
     emit(as_json, found, describe_paths(found.data, start.upper()))
 
 
@@ -177,10 +180,13 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
     of its enabled users who do, as GET /api/v2/domains/{object_id}/exposure answers."""
     from graphsvc.graph.paths import PathIndex, list_exposure
 
-    async def work(conn: database.Connection) -> wire.ExposureList:
-        return await list_exposure(conn, PathIndex(), domain, Page(0, limit))
+    settings = load_settings()
 
-    found = run_in_transaction(load_settings(), work)
+    async def work(conn: database.Connection) -> wire.ExposureList:
+        index = PathIndex(folder=settings.resolved_path_index_folder())
+        return await list_exposure(conn, index, domain, Page(0, limit))
+
+    found = run_in_transaction(settings, work)
     users = found.users
     lines = [
         f"{users.exposed} of {users.enabled} enabled users ({100 * users.share:.1f}%) have a "

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from graphsvc.store import paths
 from graphsvc.store.db import Connection
+from graphsvc.store.paths import GraphVersion
 
 Array = npt.NDArray[np.int64]
 
@@ -62,7 +63,7 @@ class Adjacency:
 
 @dataclass(frozen=True)
 class GraphIndex:
-    version: int
+    version: GraphVersion
     size: int  # node ids are below this
     forward: Adjacency
     backward: Adjacency
@@ -201,7 +202,7 @@ class Exposure:
     exposed_users: int
 
 
-async def build_index(conn: Connection, version: int) -> GraphIndex:
+async def build_index(conn: Connection, version: GraphVersion) -> GraphIndex:
     """The index of the graph at `version`, read in chunks (its caller checks that no
     ingest committed meanwhile); the sorting runs off the event loop."""
     size = await paths.read_node_ceiling(conn)

@@ -2,9 +2,9 @@
 objects, found by breadth-first search on an in-memory index of the graph
 (graph/path_index.py).
 
-Each request checks the graph's version (a count of ingest runs) and rebuilds the index
-when it moved, so an answer is never made from two versions of the graph and a change made
-by any process is seen by the next request.
+Each request checks the graph's version (store/paths.py GraphVersion) and rebuilds the
+index when it moved, so an answer is never made from two versions of the graph and a change
+made by any process is seen by the next request.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphsvc import wire
@@ -22,6 +24,7 @@ from graphsvc.store import graph as store_graph
 from graphsvc.store import paths
 from graphsvc.store.db import Connection, Database
 from graphsvc.store.paging import Page
+from graphsvc.store.paths import GraphVersion
 
 if TYPE_CHECKING:
     from graphsvc.graph.path_index import GraphIndex
@@ -42,6 +45,7 @@ TRAVERSABLE_KINDS = (
     "CoerceAndRelayNTLMToLDAPS", "HasTrustKeys", "ManageCA", "ManageCertificates", "Contains",
     "DCFor", "SameForestTrust", "SpoofSIDHistory", "AbuseTGTDelegation", "ProtectAdminGroups",
 )  # fmt: skip
+log = logging.getLogger(__name__)
 KIND_FILTER = re.compile(r"(in|nin):(\w+(?:,\s*\w+)*)")
 
 
@@ -50,24 +54,28 @@ class PathIndex:
 
     With a database (the server), a build runs as a task of its own on a connection of its
     own: a request cut off by its timeout leaves it running, and the requests after it wait
-    for the same build. Without (a CLI command), it runs on the caller's connection."""
+    for the same build. Without (a CLI command), it runs on the caller's connection.
 
-    def __init__(self, db: Database | None = None) -> None:
+    With a folder, the index is kept there as files (graph/index_files.py) that every
+    process of the machine using the same store maps instead of building its own."""
+
+    def __init__(self, db: Database | None = None, folder: Path | None = None) -> None:
         self.db = db
+        self.folder = folder
         self.current: GraphIndex | None = None
         self.building: asyncio.Task[GraphIndex] | None = None
 
     async def read(self, conn: Connection) -> GraphIndex:
         version = await paths.read_graph_version(conn)
-        if self.current is not None and self.current.version >= version:
+        if self.current is not None and self.current.version == version:
             return self.current
         if self.db is None:
-            self.current = await build_stable_index(conn, version)
+            self.current = await self.obtain(conn, version)
             return self.current
         if self.building is None or self.building.done():
             self.building = asyncio.create_task(self.build_in_background(self.db, version))
         built = await asyncio.shield(self.building)
-        if built.version < version:  # the build began before this request's version
+        if built.version.runs < version.runs:  # the build began before this request's version
             return await self.read(conn)
         return built
 
@@ -78,13 +86,34 @@ class PathIndex:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.building
 
-    async def build_in_background(self, db: Database, version: int) -> GraphIndex:
+    async def build_in_background(self, db: Database, version: GraphVersion) -> GraphIndex:
         async with db.reading() as own:
-            self.current = await build_stable_index(own, version)
+            self.current = await self.obtain(own, version)
         return self.current
 
+    async def obtain(self, conn: Connection, version: GraphVersion) -> GraphIndex:
+        """The index at `version` or later: mapped from the folder when another process (or
+        an earlier start) wrote it, else built, and written there for the others."""
+        if self.folder is None:
+            return await build_stable_index(conn, version)
+        from graphsvc.graph import index_files
 
-async def build_stable_index(conn: Connection, version: int) -> GraphIndex:
+        try:
+            async with index_files.hold_lock(self.folder):
+                # Waiting for the lock, another process may have built a newer version.
+                version = await paths.read_graph_version(conn)
+                found = await asyncio.to_thread(index_files.load_index, self.folder, version)
+                if found is not None:
+                    return found
+                built = await build_stable_index(conn, version)
+                return await asyncio.to_thread(index_files.save_index, self.folder, built)
+        except index_files.IndexFolderUnavailable as exc:
+            log.warning("path index kept in this process's memory only: %s", exc)
+            self.folder = None
+            return await build_stable_index(conn, version)
+
+
+async def build_stable_index(conn: Connection, version: GraphVersion) -> GraphIndex:
     """An index read from one graph: built again if an ingest committed during the build
     (each moves the version at once, so the same version after means one graph)."""
     from graphsvc.graph import path_index  # numpy: loaded by the first search

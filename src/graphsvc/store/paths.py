@@ -19,10 +19,28 @@ from graphsvc.store.db import (
 EDGE_CHUNK = 200_000
 
 
-async def read_graph_version(conn: Connection) -> int:
-    """A number that moves whenever the graph changes: only ingest runs write nodes and
-    edges, and each adds one row to ingest_runs."""
-    return int(await conn.fetchval("SELECT count(*) FROM ingest_runs"))
+@dataclass(frozen=True)
+class GraphVersion:
+    """Which graph the store holds: only ingest runs write nodes and edges, and each adds one
+    row to ingest_runs, so their number moves with every change; the latest run's id (a
+    random UUID) tells apart two stores, or one store emptied and filled again, that hold
+    as many runs."""
+
+    runs: int
+    latest_run: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.runs}-{self.latest_run or 'empty'}"
+
+
+async def read_graph_version(conn: Connection) -> GraphVersion:
+    row = await conn.fetchrow(
+        """SELECT count(*), (SELECT id FROM ingest_runs ORDER BY created_at DESC, id DESC
+            LIMIT 1) FROM ingest_runs"""
+    )
+    assert row is not None
+    return GraphVersion(int(row[0]), "" if row[1] is None else str(row[1]))
 
 
 async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[tuple[int, int, int]]]:
