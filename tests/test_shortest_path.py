@@ -355,3 +355,33 @@ def test_a_build_cut_off_by_its_request_goes_on_for_the_next(
     time.sleep(1.5)
     assert env.get(uri).status_code == 200
     assert len(builds) == 1
+
+
+def test_azure_kinds_are_followed_by_default(env: Env, tmp_path: Path) -> None:
+    """A user in a group that owns an app: AZMemberOf then AZOwns, both in the reference's
+    Azure traversable kinds."""
+    tenant = "44444444-4444-4444-8444-444444444444"
+    user, group, app = (f"aaaaaaaa-0000-4000-8000-00000000000{i}" for i in (1, 2, 3))
+    document = {
+        "meta": {"type": "azure", "version": 5},
+        "data": [
+            {"kind": "AZTenant", "data": {"tenantId": tenant, "displayName": "DELTA"}},
+            {"kind": "AZUser", "data": {"id": user, "tenantId": tenant,
+                                        "userPrincipalName": "u@delta"}},
+            {"kind": "AZGroup", "data": {"id": group, "tenantId": tenant, "displayName": "G"}},
+            {"kind": "AZApp", "data": {"appId": app, "tenantId": tenant, "displayName": "A"}},
+            {"kind": "AZGroupMember", "data": {"groupId": group, "members": [
+                {"member": {"id": user, "@odata.type": "#microsoft.graph.user"}}]}},
+            {"kind": "AZAppOwner", "data": {"appId": app, "owners": [
+                {"owner": {"id": group, "@odata.type": "#microsoft.graph.group"}}]}},
+        ],
+    }  # fmt: skip
+    (tmp_path / "azure.json").write_text(json.dumps(document))
+    ingest(env, tmp_path / "azure.json")
+    response = ask(env, user, app)
+    assert response.status_code == 200, response.text
+    assert answered_edges(response.json()) == {
+        (user.upper(), "AZMemberOf", group.upper()),
+        (group.upper(), "AZOwns", app.upper()),
+    }
+    assert ask(env, user, app, relationship_kinds="nin:AZOwns").status_code == 404

@@ -29,8 +29,8 @@ from graphsvc.store.paths import GraphVersion
 if TYPE_CHECKING:
     from graphsvc.graph.path_index import GraphIndex
 
-# The reference's traversable AD kinds (its PathfindingRelationshipsMatchFrontend, the list
-# its UI's path filter shows; docs/reference-ad.md §8b), the default of a search.
+# The reference's traversable kinds (its PathfindingRelationshipsMatchFrontend, the list its
+# UI's path filter shows; docs/reference-ad.md §8b), the default of a search.
 TRAVERSABLE_KINDS = (
     "Owns", "GenericAll", "GenericWrite", "WriteOwner", "WriteDacl", "MemberOf",
     "ForceChangePassword", "AllExtendedRights", "AddMember", "HasSession", "GPLink",
@@ -44,6 +44,16 @@ TRAVERSABLE_KINDS = (
     "OwnsLimitedRights", "ClaimSpecialIdentity", "CoerceAndRelayNTLMToLDAP",
     "CoerceAndRelayNTLMToLDAPS", "HasTrustKeys", "ManageCA", "ManageCertificates", "Contains",
     "DCFor", "SameForestTrust", "SpoofSIDHistory", "AbuseTGTDelegation", "ProtectAdminGroups",
+    # Azure: the reference's azure.PathfindingRelationships(), which its UI's filter adds.
+    "AZAvereContributor", "AZContributor", "AZGetCertificates", "AZGetKeys", "AZGetSecrets",
+    "AZHasRole", "AZMemberOf", "AZOwner", "AZRunsAs", "AZVMContributor",
+    "AZAutomationContributor", "AZKeyVaultContributor", "AZVMAdminLogin", "AZAddMembers",
+    "AZAddSecret", "AZExecuteCommand", "AZGlobalAdmin", "AZPrivilegedAuthAdmin", "AZGrant",
+    "AZGrantSelf", "AZPrivilegedRoleAdmin", "AZResetPassword", "AZUserAccessAdministrator",
+    "AZOwns", "AZCloudAppAdmin", "AZAppAdmin", "AZAddOwner", "AZManagedIdentity",
+    "AZAKSContributor", "AZNodeResourceGroup", "AZWebsiteContributor", "AZLogicAppContributor",
+    "AZMGAddMember", "AZMGAddOwner", "AZMGAddSecret", "AZMGGrantAppRoles", "AZMGGrantRole",
+    "SyncedToADUser", "AZContains",
 )  # fmt: skip
 log = logging.getLogger(__name__)
 KIND_FILTER = re.compile(r"(in|nin):(\w+(?:,\s*\w+)*)")
