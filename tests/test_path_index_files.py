@@ -181,3 +181,22 @@ def test_the_workers_of_a_server_map_one_index(env: Env, database_url: str, tmp_
         for worker in workers:
             maps = Path(f"/proc/{worker}/maps").read_text()
             assert mapped in maps, f"worker {worker} does not map {mapped}"
+
+
+def test_edge_columns_grow_past_the_count_read_first() -> None:
+    """An ingest may add edges between the count and the last chunk (the build is then
+    repeated, but this one must not fail or lose any)."""
+    columns = path_index.EdgeColumns(2, np.int32, np.int16)
+    columns.append([(1, 10, 20, 3), (2, 11, 21, 4)])
+    columns.append([(3, 12, 22, 5), (4, 13, 23, 6), (5, 14, 24, 7)])
+    starts, ends, kinds = columns.filled()
+    assert starts.tolist() == [10, 11, 12, 13, 14] and starts.dtype == np.int32
+    assert ends.tolist() == [20, 21, 22, 23, 24]
+    assert kinds.tolist() == [3, 4, 5, 6, 7] and kinds.dtype == np.int16
+
+
+def test_columns_widen_for_large_ids() -> None:
+    assert path_index.node_dtype(2**31 - 1) is np.int32
+    assert path_index.node_dtype(2**31) is np.int64
+    assert path_index.kind_dtype(2**15 - 1) is np.int16
+    assert path_index.kind_dtype(2**15) is np.int32

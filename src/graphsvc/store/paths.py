@@ -9,14 +9,15 @@ from datetime import datetime
 
 from graphsvc.store.db import (
     Connection,
+    Row,
     in_list,
     json_property_equals,
     json_value_param,
     list_param,
 )
 
-# Edges read per statement while building (rows of three integers).
-EDGE_CHUNK = 200_000
+# Edges read per statement while building the path index (bounds the rows held at once).
+EDGE_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,13 @@ async def read_graph_version(conn: Connection) -> GraphVersion:
     return GraphVersion(int(row[0]), "" if row[1] is None else str(row[1]))
 
 
-async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[tuple[int, int, int]]]:
-    """Every edge as (start id, end id, kind id), in chunks of EDGE_CHUNK, by edge id."""
+async def count_edges(conn: Connection) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM edges"))
+
+
+async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
+    """Every edge as rows of (id, start id, end id, kind id), in chunks of EDGE_CHUNK, by
+    edge id."""
     last = 0
     while True:
         rows = await conn.fetch(
@@ -55,7 +61,7 @@ async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[tuple[int, in
         if not rows:
             return
         last = rows[-1][0]
-        yield [(r[1], r[2], r[3]) for r in rows]
+        yield rows
 
 
 async def read_node_ceiling(conn: Connection) -> int:
