@@ -86,6 +86,19 @@ def test_lists_of_providers_clients_and_extensions(demo_env: tuple[Env, DemoResu
     extensions = env.get("/api/v2/graph-schema/extensions").json()["data"]
     kinds = {k["id"] for x in extensions for k in x["environment_kinds"]}
     assert set(demo.environment_kind_ids) == kinds
+    # The reference's list: the same extensions, without their environment kinds.
+    summaries = env.get("/api/v2/extensions").json()["data"]["extensions"]
+    assert summaries == [
+        {
+            "id": x["id"],
+            "name": x["display_name"],
+            "namespace": x["name"],
+            "version": x["version"],
+            "is_builtin": x["is_builtin"],
+        }
+        for x in extensions
+    ]
+    assert {"AD", "AZ"} <= {x["namespace"] for x in summaries if x["is_builtin"]}
 
 
 def test_client_list_is_enterprise_only(make_env: Callable[..., Env]) -> None:

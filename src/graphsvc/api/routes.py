@@ -580,6 +580,16 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        f"{V2}/extensions",
+        "ListExtensions",
+        "Schema extensions, as the reference lists them (ids, names, versions)",
+        extensions.list_extension_summaries,
+        wire.ExtensionSummaryResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+    ),
+    Operation(
+        "GET",
         f"{V2}/bloodhound-users",
         "ListUsers",
         "List users with their roles",

@@ -27,6 +27,18 @@ async def list_extensions(conn: Connection) -> wire.ExtensionList:
     )
 
 
+async def list_extension_summaries(conn: Connection) -> wire.ExtensionSummaryResponse:
+    """The reference's list (GET /api/v2/extensions): no environment kinds."""
+    return wire.ExtensionSummaryResponse(
+        wire.ExtensionSummaries(
+            [
+                wire.ExtensionSummary(x.id, x.display_name, x.name, x.version, x.is_builtin)
+                for x in await extensions.list_extensions(conn)
+            ]
+        )
+    )
+
+
 async def register_extension(conn: Connection, definition: wire.ExtensionDefinition) -> int:
     """An OpenGraph schema extension: its kinds, and the environment kinds its statistics
     are counted for (each must be one of its node kinds)."""

@@ -78,6 +78,9 @@ from graphsvc.wire.extensions import (
     ExtensionDefinition,
     ExtensionInfo,
     ExtensionList,
+    ExtensionSummaries,
+    ExtensionSummary,
+    ExtensionSummaryResponse,
 )
 from graphsvc.wire.nodes import (
     DomainSelector,
@@ -150,6 +153,9 @@ __all__ = [
     "ExtensionDefinition",
     "ExtensionInfo",
     "ExtensionList",
+    "ExtensionSummaries",
+    "ExtensionSummary",
+    "ExtensionSummaryResponse",
     "FileUploadJob",
     "FileUploadJobResponse",
     "FirstHop",

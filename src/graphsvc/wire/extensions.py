@@ -26,6 +26,24 @@ class ExtensionList(msgspec.Struct):
     data: list[ExtensionInfo]
 
 
+class ExtensionSummary(msgspec.Struct):
+    """A schema extension as the reference's GET /api/v2/extensions lists it."""
+
+    id: int
+    name: str  # the display name
+    namespace: str  # the extension's own name
+    version: str
+    is_builtin: bool
+
+
+class ExtensionSummaries(msgspec.Struct):
+    extensions: list[ExtensionSummary]
+
+
+class ExtensionSummaryResponse(msgspec.Struct):
+    data: ExtensionSummaries
+
+
 class EnvironmentKindDefinition(msgspec.Struct):
     kind: str
     source_kind: str | None = None
