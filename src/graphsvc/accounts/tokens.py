@@ -25,6 +25,7 @@ from graphsvc.errors import bad_request, forbidden, not_found
 from graphsvc.logs import audit
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
+from graphsvc.store.filters import Filter
 from graphsvc.store.paging import SortKey
 
 
@@ -146,11 +147,30 @@ async def create_api_token(
 
 
 async def list_api_tokens(
-    conn: Connection, caller: Caller | None, user_id: str | None, sort: Sequence[SortKey]
+    conn: Connection, caller: Caller | None, filters: Sequence[Filter], sort: Sequence[SortKey]
 ) -> wire.AuthTokenListResponse:
-    owner = token_owner(caller, user_id)
+    """The tokens the filters let through: of anyone with auth/ManageUsers (or on the
+    command line), else the caller's own, with the reference's two refusals of a user_id
+    filter."""
+    if caller is not None and MANAGE_USERS not in caller.permissions:
+        mine = caller.principal.user_id
+        for f in filters:
+            if f.column != "user_id":
+                continue
+            if f.operator != "eq":
+                raise forbidden(
+                    "non-admin users may only apply the eq operator when filtering by user_id",
+                    "permission_missing",
+                )
+            if f.value != mine:
+                raise forbidden(
+                    "filtering tokens by another user's user_id requires admin privileges "
+                    f"(permission {MANAGE_USERS})",
+                    "permission_missing",
+                )
+        filters = [*filters, Filter("user_id", "eq", mine)]
     return wire.AuthTokenListResponse(
-        wire.AuthTokenList(await accounts.list_user_tokens(conn, owner, sort))
+        wire.AuthTokenList(await accounts.list_user_tokens(conn, filters, sort))
     )
 
 

@@ -17,6 +17,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
+from graphsvc.store.filters import OPERATORS, Filter, FilterColumn
 from graphsvc.store.paging import Page, SortKey, Window
 
 INT32_MAX = 2**31 - 1
@@ -359,6 +360,99 @@ class Sorting:
             f"Columns: {', '.join(self.columns)}. Default {default}."
         )
         return [query_document("sort_by", {"type": "string"}, description, repeated=True)]
+
+
+FILTER = re.compile(r"(~eq|eq|neq|gte|gt|lte|lt):(.*)", re.DOTALL)
+OPERATOR_PREFIX = re.compile(r"[~\w]+:")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The reference's list filters, `column=op:value` for the columns named (a bare value
+    means `eq:`), repeatable and ANDed. Every other query parameter the operation takes is
+    named in `others`: any parameter besides is a 400 naming the filterable columns, where
+    the reference ignores it."""
+
+    columns: dict[str, FilterColumn]
+    others: tuple[str, ...] = ("skip", "limit", "sort_by")
+    argument: str = "filters"
+
+    def parse(self, request: Request, app: Services) -> list[Filter]:
+        filters = []
+        for name, values in request.query.items():
+            if name in self.others:
+                continue
+            column = self.columns.get(name)
+            if column is None:
+                raise bad_request(
+                    f"the column {name!r} cannot be filtered; filterable: "
+                    f"{', '.join(sorted(self.columns))}",
+                    name,
+                )
+            filters += [parse_filter(name, column, raw) for raw in values]
+        return filters
+
+    def document(self) -> list[Document]:
+        return [
+            query_document(
+                name,
+                {"type": "string"},
+                f"Filter, repeatable: op:value with op one of {', '.join(column.operators)}"
+                + (" (eq:null, neq:null too)" if column.nullable else "")
+                + f"; a bare value means eq. Values: {FILTER_VALUES[column.kind]}.",
+                repeated=True,
+            )
+            for name, column in self.columns.items()
+        ]
+
+
+FILTER_VALUES = {
+    "text": "text",
+    "uuid": "a UUID",
+    "int": "an integer",
+    "time": "an RFC 3339 date-time",
+}
+
+
+def parse_filter(name: str, column: FilterColumn, raw: str) -> Filter:
+    match = FILTER.fullmatch(raw)
+    if match is None and OPERATOR_PREFIX.match(raw):
+        raise bad_request(
+            f"filter {name}={raw!r}: unknown operator {raw.split(':', 1)[0]!r}; operators: "
+            f"{', '.join(OPERATORS)}",
+            name,
+        )
+    operator, text = match.groups() if match else ("eq", raw)
+    if operator not in column.operators:
+        raise bad_request(
+            f"filter {name}: the operator {operator!r} is not supported for this column; "
+            f"operators: {', '.join(column.operators)}",
+            name,
+        )
+    if text == "null" and column.nullable and operator in ("eq", "neq"):
+        return Filter(name, operator, None)
+    return Filter(name, operator, parse_filter_value(name, column, text))
+
+
+def parse_filter_value(name: str, column: FilterColumn, text: str) -> Any:
+    if column.kind == "uuid":
+        return parse_uuid(text, name, "filter")
+    if column.kind == "time":
+        value = rfc3339(text)
+        if value is None:
+            raise bad_request(f"filter {name} must be an RFC 3339 date-time, got {text!r}", name)
+        return value
+    if column.kind == "int":
+        bound = 2 ** (column.bits - 1)
+        if not re.fullmatch(r"-?\d{1,19}", text) or not -bound <= int(text) < bound:
+            raise bad_request(
+                f"filter {name} must be an integer from {-bound} to {bound - 1}, got {text!r}",
+                name,
+            )
+        return int(text)
+    if "\x00" in text:  # no store keeps one in text
+        raise bad_request(f"filter {name} holds a NUL character", name)
+    return text
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
     BaseUrl,
+    Filters,
     Paging,
     Parameter,
     PathParameter,
@@ -39,7 +40,6 @@ from graphsvc.api.params import (
     QueryFlag,
     QueryInt32,
     QueryText,
-    QueryUUID,
     Sorting,
     TheCaller,
     ThePathIndex,
@@ -65,6 +65,7 @@ from graphsvc.graph.entities import (
     build_entity_getter,
     build_list_reader,
 )
+from graphsvc.store import accounts as store_accounts
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 from graphsvc.uploads import jobs
@@ -105,7 +106,7 @@ class Operation:
 
 # --- the table ------------------------------------------------------------------------------
 
-TOKEN_SORT = ("created_at", "name", "last_access")
+TOKEN_SORT = tuple(store_accounts.TOKEN_SORT_COLUMNS)
 TIME_SORT = ("created_at", "updated_at")
 NEWEST_FIRST = (SortKey("created_at", True),)
 NODE_SORT = ("name", "objectid", "label")
@@ -394,7 +395,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=CREATE_TOKEN,
         parameters=(
             TheCaller(),
-            QueryUUID("user_id", "user_id", "Only this user's tokens"),
+            Filters(store_accounts.TOKEN_FILTERS, others=("sort_by",)),
             Sorting(TOKEN_SORT, (SortKey("created_at", False),)),
         ),
     ),
@@ -433,9 +434,7 @@ OPERATIONS: tuple[Operation, ...] = (
             TheCaller(),
             Paging(default_limit=100),
             Sorting(JOB_SORT, (SortKey("id", True),)),
-            QueryInt32("id", "job_id", "Only the job with this id"),
-            QueryInt32("status", "status", "Only jobs in this state (1, 2, 4, 5 or 6)"),
-            QueryUUID("user_id", "user_id", "Only this user's jobs"),
+            Filters(store_uploads.JOB_FILTERS),
         ),
     ),
     Operation(

@@ -25,6 +25,7 @@ from graphsvc.cli.common import (
 from graphsvc.graph.clients import create_client, get_client
 from graphsvc.store import accounts
 from graphsvc.store import db as database
+from graphsvc.store.filters import Filter
 from graphsvc.store.paging import SortKey
 
 
@@ -197,10 +198,11 @@ def token_list(user_name: str | None, as_json: bool) -> None:
     """API tokens of every user (or one), never their keys."""
 
     async def work(conn: database.Connection) -> list[tuple[wire.AuthToken, str]]:
-        user_id = None
+        filters = []
         if user_name is not None:
             user_id = (await users.find_user_by_name(conn, user_name)).id
-        listed = await list_api_tokens(conn, None, user_id, [SortKey("created_at", False)])
+            filters.append(Filter("user_id", "eq", user_id))
+        listed = await list_api_tokens(conn, None, filters, [SortKey("created_at", False)])
         names = {u.id: u.name for u in await accounts.list_users(conn)}
         return [(t, names.get(t.user_id.uuid, "")) for t in listed.data.tokens]
 

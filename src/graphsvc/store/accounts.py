@@ -9,6 +9,7 @@ from typing import Any
 
 from graphsvc import wire
 from graphsvc.store.db import Connection, Row
+from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
 from graphsvc.store.paging import SortKey, order_clause
 
 
@@ -187,7 +188,24 @@ TOKEN_FIELDS = (
     "last_access",
 )
 TOKEN_COLUMNS = ", ".join([*TOKEN_FIELDS, "expires_at"])
-TOKEN_SORT_COLUMNS = {"created_at": "created_at", "name": "name", "last_access": "last_access"}
+TOKEN_SORT_COLUMNS = {
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+    "deleted_at": "deleted_at",
+    "name": "name",
+    "last_access": "last_access",
+}
+# The reference's token filters but `key` (graphsvc keeps keys sealed; no filter on them).
+TOKEN_FILTERS = {
+    "id": FilterColumn("id", "uuid", EQUALITY),
+    "user_id": FilterColumn("user_id", "uuid", EQUALITY),
+    "name": FilterColumn("name", "text", EQUALITY, nullable=True),
+    "hmac_method": FilterColumn("hmac_method", "text", EQUALITY),
+    "last_access": FilterColumn("last_access", "time", RANGE),
+    "created_at": FilterColumn("created_at", "time", RANGE),
+    "updated_at": FilterColumn("updated_at", "time", RANGE),
+    "deleted_at": FilterColumn("deleted_at", "time", RANGE, nullable=True),
+}
 
 
 def token_fields(row: Row) -> dict[str, Any]:
@@ -213,12 +231,14 @@ def token_from_row(row: Row) -> wire.AuthToken:
 
 
 async def list_user_tokens(
-    conn: Connection, user_id: str | None, sort: Sequence[SortKey]
+    conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey]
 ) -> list[wire.AuthToken]:
-    """Live user tokens (not clients'), of one user or of all."""
-    owner, args = ("user_id IS NOT NULL", []) if user_id is None else ("user_id = $1", [user_id])
+    """Live user tokens (not clients'), those the filters let through."""
+    args: list[Any] = []
+    conditions = ["deleted_at IS NULL", "user_id IS NOT NULL"]
+    conditions += filter_conditions(filters, TOKEN_FILTERS, args)
     rows = await conn.fetch(
-        f"""SELECT {TOKEN_COLUMNS} FROM auth_tokens WHERE deleted_at IS NULL AND {owner}
+        f"""SELECT {TOKEN_COLUMNS} FROM auth_tokens WHERE {" AND ".join(conditions)}
         ORDER BY {order_clause(sort, TOKEN_SORT_COLUMNS, "id")}""",
         *args,
     )

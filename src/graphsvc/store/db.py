@@ -214,6 +214,11 @@ async def refresh_planner_statistics(conn: Connection, tables: Sequence[str]) ->
         await conn.execute(f"ANALYZE {', '.join(tables)}")
 
 
+def like_pattern(text: str) -> str:
+    """`text` with LIKE's wildcards escaped (the queries say ESCAPE '\\')."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def json_property_equals(dialect: Dialect, column: str, key_param: str, value_param: str) -> str:
     """SQL testing that a top-level property of a JSON text column equals a value, by JSON type
     (7 matches 7, not "7"); pass the value through `json_value_param`."""

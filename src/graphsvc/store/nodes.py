@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from graphsvc import wire
-from graphsvc.store.db import Connection
+from graphsvc.store.db import Connection, like_pattern
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.label"}
@@ -67,11 +67,6 @@ class FoundNode:
     label: str
     name: str
     properties: dict[str, Any]
-
-
-def like_pattern(text: str) -> str:
-    """`text` with LIKE's wildcards escaped (the queries say ESCAPE '\\')."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 async def search_nodes(

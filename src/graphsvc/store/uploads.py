@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from graphsvc.store.db import Connection, Row, in_list, list_param
+from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 # The reference server's job states (its enum; graphsvc uses these five).
@@ -43,14 +44,33 @@ class FileRow:
 
 JOB_COLUMNS = """id, user_id, status, status_message, start_time, end_time, last_ingest,
     created_at, updated_at, run_id, attempts"""
+TOTAL_FILES = "(SELECT count(*) FROM file_upload_files f WHERE f.job_id = file_upload_jobs.id)"
 JOB_SORT_COLUMNS = {
     "id": "id",
     "status": "status",
+    "status_message": "status_message",
+    "total_files": TOTAL_FILES,
     "start_time": "start_time",
     "end_time": "end_time",
     "last_ingest": "last_ingest",
     "created_at": "created_at",
     "updated_at": "updated_at",
+}
+
+
+# The reference's job filters but user_email_address, deleted_at and failed_files (a job
+# here is ingested whole or not at all; no file fails alone).
+JOB_FILTERS = {
+    "id": FilterColumn("id", "int", RANGE),
+    "user_id": FilterColumn("user_id", "uuid", EQUALITY),
+    "status": FilterColumn("status", "int", EQUALITY, bits=16),
+    "status_message": FilterColumn("status_message", "text", EQUALITY),
+    "start_time": FilterColumn("start_time", "time", RANGE),
+    "end_time": FilterColumn("end_time", "time", RANGE, nullable=True),
+    "last_ingest": FilterColumn("last_ingest", "time", RANGE, nullable=True),
+    "created_at": FilterColumn("created_at", "time", RANGE),
+    "updated_at": FilterColumn("updated_at", "time", RANGE),
+    "total_files": FilterColumn(TOTAL_FILES, "int", RANGE),
 }
 
 
@@ -107,26 +127,11 @@ async def find_job(conn: Connection, job_id: int, lock: bool = False) -> JobRow 
 
 
 async def list_jobs(
-    conn: Connection,
-    job_id: int | None,
-    user_id: str | None,
-    status: int | None,
-    sort: Sequence[SortKey],
-    skip: int,
-    limit: int,
+    conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey], skip: int, limit: int
 ) -> tuple[int, list[JobRow]]:
-    """One page of jobs, of one user or of all, optionally one job or the jobs in one state."""
-    conditions: list[str] = ["TRUE"]
+    """One page of the jobs the filters let through."""
     args: list[Any] = []
-    if job_id is not None:
-        args.append(job_id)
-        conditions.append(f"id = ${len(args)}")
-    if user_id is not None:
-        args.append(user_id)
-        conditions.append(f"user_id = ${len(args)}")
-    if status is not None:
-        args.append(status)
-        conditions.append(f"status = ${len(args)}")
+    conditions = ["TRUE", *filter_conditions(filters, JOB_FILTERS, args)]
     total, rows = await fetch_page(
         conn,
         f"""SELECT {JOB_COLUMNS}, count(*) OVER () FROM file_upload_jobs

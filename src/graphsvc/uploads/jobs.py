@@ -19,6 +19,7 @@ from graphsvc.errors import bad_request, not_found
 from graphsvc.logs import audit
 from graphsvc.store import uploads
 from graphsvc.store.db import Connection
+from graphsvc.store.filters import Filter
 from graphsvc.store.paging import Page, SortKey
 
 # Content types a file may be sent as (the reference's list), and the kind of file each is.
@@ -185,22 +186,13 @@ async def end_upload_job(
 
 
 async def list_upload_jobs(
-    conn: Connection,
-    caller: Caller,
-    page: Page,
-    sort: list[SortKey],
-    job_id: int | None,
-    status: int | None,
-    user_id: str | None,
+    conn: Connection, caller: Caller, page: Page, sort: list[SortKey], filters: list[Filter]
 ) -> wire.PagedFileUploadJobs:
-    """Newest first unless sorted otherwise."""
+    """Newest first unless sorted otherwise; a caller that may not see every job sees its
+    own (the filters narrow that further)."""
     if not sees_every_job(caller):
-        if user_id not in (None, caller.principal.user_id):
-            return wire.PagedFileUploadJobs(0, page.skip, page.limit, [])  # not its jobs
-        user_id = caller.principal.user_id
-    total, jobs = await uploads.list_jobs(
-        conn, job_id, user_id, status, sort, page.skip, page.limit
-    )
+        filters = [*filters, Filter("user_id", "eq", caller.principal.user_id)]
+    total, jobs = await uploads.list_jobs(conn, filters, sort, page.skip, page.limit)
     files = await uploads.list_job_files(conn, [j.id for j in jobs])
     return wire.PagedFileUploadJobs(
         total, page.skip, page.limit, [build_job(j, files[j.id]) for j in jobs]
