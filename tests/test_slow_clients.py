@@ -227,7 +227,7 @@ def test_an_upload_is_refused_from_its_headers_before_its_body(
         unknown = tokens.CreatedToken(str(uuid.uuid4()), "not-a-key", None)
         assert post(own_job, unknown) == (401, "unknown token id")
         status, message = post(own_job, reader)
-        assert (status, message) == (403, "permission graphdb/Write is required")
+        assert (status, message) == (403, "permission graphdb/Ingest is required")
         status, message = post(admins_job, uploader)  # another user's job
         assert (status, message) == (404, f"no file-upload job {admins_job}")
         with httpx.Client(base_url=base) as client:  # a job that has ended takes no file

@@ -37,7 +37,7 @@ def test_self_names_the_caller_its_role_and_token(env: Env) -> None:
     assert signed["token"]["key"] == "********"
     role = signed["roles"][0]
     assert role["name"] == "Administrator"
-    assert {"authority": "auth", "name": "ManageUsers"} in role["permissions"]
+    assert ("auth", "ManageUsers") in {(p["authority"], p["name"]) for p in role["permissions"]}
     jwt = env.login()
     session = env.request("GET", "/api/v2/self", {"Authorization": f"Bearer {jwt}"}).json()
     assert session["data"]["token"] is None

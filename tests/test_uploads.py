@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from graphsvc.accounts import tokens
-from graphsvc.accounts.permissions import WRITE_GRAPH
+from graphsvc.accounts.permissions import INGEST
 from graphsvc.api.routes import OPERATIONS
 from graphsvc.store import db
 from graphsvc.store.db import Connection
@@ -301,7 +301,7 @@ def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
     env, collector = uploading
     refused = []
     for op in OPERATIONS:
-        if op.authentication != "any" or op.permission in (None, WRITE_GRAPH):
+        if op.authentication != "any" or op.permission in (None, INGEST):
             continue
         path = (
             op.path.replace("{tenant_id}", "00000000-0000-0000-0000-000000000001")

@@ -13,9 +13,10 @@ from graphsvc.store.accounts import Principal
 from graphsvc.store.db import Connection
 
 READ_GRAPH = "graphdb/Read"
-WRITE_GRAPH = "graphdb/Write"  # the reference's permission for its file-upload routes
+INGEST = "graphdb/Ingest"  # the reference's permission for its file-upload routes
 CREATE_TOKEN = "auth/CreateToken"  # noqa: S105 - a permission's name, not a secret
 MANAGE_USERS = "auth/ManageUsers"  # users, and every user's tokens and upload jobs
+MANAGE_SELF = "auth/ManageSelf"  # one's own account; the reference's for the role lists
 MANAGE_PROVIDERS = "auth/ManageProviders"
 READ_CLIENTS = "clients/Read"
 

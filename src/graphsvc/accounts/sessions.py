@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from graphsvc import wire
 from graphsvc.accounts.permissions import Caller
+from graphsvc.accounts.roles import read_role
 from graphsvc.crypto import issue_jwt, verify_secret
 from graphsvc.errors import bad_request, forbidden, not_found, unauthorized
 from graphsvc.store import accounts
@@ -49,17 +50,16 @@ async def get_self(conn: Connection, caller: Caller) -> wire.SelfResponse:
     user = await accounts.find_user(conn, caller.principal.user_id)
     if user is None:
         raise not_found("the calling user no longer exists", "auth")
-    role_name, permissions = await accounts.role_permission_names(conn, caller.principal.role_id)
+    role = await read_role(conn, caller.principal.role_id)
     token = None
     if caller.token_id is not None:
         token = await accounts.find_user_token(conn, caller.token_id)
-    authorities = [wire.Permission(*p.split("/", 1)) for p in permissions]
     return wire.SelfResponse(
         wire.Requester(
             id=user.id,
             principal_name=user.name,
             is_disabled=user.disabled,
-            roles=[wire.Role(caller.principal.role_id, role_name, authorities)],
+            roles=[role],
             created_at=user.created_at,
             token=token,
         )

@@ -17,6 +17,7 @@ from graphsvc.accounts.permissions import (
     actor,
     confirm_caller,
 )
+from graphsvc.accounts.roles import read_role
 from graphsvc.crypto import hash_secret
 from graphsvc.errors import bad_request, conflict, not_found
 from graphsvc.logs import audit
@@ -103,13 +104,11 @@ def refuse_self(caller: Caller | None, user_id: str, what: str) -> None:
 
 
 async def build_user(conn: Connection, user: accounts.UserRow) -> wire.User:
-    _, permissions = await accounts.role_permission_names(conn, user.role_id)
-    authorities = [wire.Permission(*p.split("/", 1)) for p in permissions]
     return wire.User(
         id=user.id,
         principal_name=user.name,
         is_disabled=user.disabled,
-        roles=[wire.Role(user.role_id, user.role, authorities)],
+        roles=[await read_role(conn, user.role_id)],
         created_at=user.created_at,
     )
 

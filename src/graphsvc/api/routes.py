@@ -18,14 +18,15 @@ from typing import Any, Literal
 import msgspec
 
 from graphsvc import wire
-from graphsvc.accounts import saml, sessions, tokens, users
+from graphsvc.accounts import roles, saml, sessions, tokens, users
 from graphsvc.accounts.permissions import (
     CREATE_TOKEN,
+    INGEST,
     MANAGE_PROVIDERS,
+    MANAGE_SELF,
     MANAGE_USERS,
     READ_CLIENTS,
     READ_GRAPH,
-    WRITE_GRAPH,
 )
 from graphsvc.api.login import log_in, log_out
 from graphsvc.api.params import (
@@ -416,7 +417,7 @@ OPERATIONS: tuple[Operation, ...] = (
         jobs.start_upload_job,
         wire.FileUploadJobResponse,
         ERRORS,
-        permission=WRITE_GRAPH,
+        permission=INGEST,
         parameters=(TheCaller(),),
         writes=True,
         status=201,
@@ -425,11 +426,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         f"{V2}/file-upload",
         "ListFileUploadJobs",
-        "File-upload jobs, newest first: every job with graphdb/Read, else the caller's own",
+        "File-upload jobs, newest first, to any user: every job with graphdb/Read, else its own",
         jobs.list_upload_jobs,
         wire.PagedFileUploadJobs,
         ERRORS,
-        permission=WRITE_GRAPH,
         parameters=(
             TheCaller(),
             Paging(default_limit=100),
@@ -445,7 +445,7 @@ OPERATIONS: tuple[Operation, ...] = (
         jobs.store_upload,
         wire.FileUploadJobResponse,
         (*ERRORS, "415", "507"),
-        permission=WRITE_GRAPH,
+        permission=INGEST,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
         status=202,
@@ -460,7 +460,7 @@ OPERATIONS: tuple[Operation, ...] = (
         jobs.end_upload_job,
         wire.FileUploadJobResponse,
         ERRORS,
-        permission=WRITE_GRAPH,
+        permission=INGEST,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
     ),
@@ -586,6 +586,34 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.ExtensionSummaryResponse,
         ERRORS,
         permission=READ_GRAPH,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/roles",
+        "ListRoles",
+        "The roles, each with its permissions (the ids a user's roles are given by)",
+        roles.list_roles,
+        wire.RoleListResponse,
+        ERRORS,
+        permission=MANAGE_SELF,
+        parameters=(
+            Filters(store_accounts.ROLE_FILTERS, others=("sort_by",)),
+            Sorting(tuple(store_accounts.ROLE_SORT_COLUMNS), (SortKey("id", False),)),
+        ),
+    ),
+    Operation(
+        "GET",
+        f"{V2}/permissions",
+        "ListPermissions",
+        "The permissions roles are made of",
+        roles.list_permissions,
+        wire.PermissionListResponse,
+        ERRORS,
+        permission=MANAGE_SELF,
+        parameters=(
+            Filters(store_accounts.PERMISSION_FILTERS, others=("sort_by",)),
+            Sorting(tuple(store_accounts.PERMISSION_SORT_COLUMNS), (SortKey("id", False),)),
+        ),
     ),
     Operation(
         "GET",

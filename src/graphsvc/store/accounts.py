@@ -322,6 +322,77 @@ async def delete_user_sessions(conn: Connection, user_id: str) -> None:
     await conn.execute("DELETE FROM user_sessions WHERE user_id = $1", user_id)
 
 
+@dataclass
+class PermissionRow:
+    id: int
+    authority: str
+    name: str
+
+
+@dataclass
+class RoleRow:
+    id: int
+    name: str
+    description: str
+    permissions: list[PermissionRow]  # by authority, then name
+
+
+# The reference's role and permission filters and sort columns (graphsvc keeps no times
+# for either: they are fixed by the schema).
+ROLE_FILTERS = {
+    "id": FilterColumn("r.id", "int", RANGE, bits=32),
+    "name": FilterColumn("r.name", "text", EQUALITY),
+}
+ROLE_SORT_COLUMNS = {"id": "r.id", "name": "r.name", "description": "r.description"}
+PERMISSION_FILTERS = {
+    "id": FilterColumn("p.id", "int", RANGE, bits=32),
+    "authority": FilterColumn("p.authority", "text", EQUALITY),
+    "name": FilterColumn("p.name", "text", EQUALITY),
+}
+PERMISSION_SORT_COLUMNS = {"id": "p.id", "authority": "p.authority", "name": "p.name"}
+
+
+async def list_permissions(
+    conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey]
+) -> list[PermissionRow]:
+    args: list[Any] = []
+    conditions = ["TRUE", *filter_conditions(filters, PERMISSION_FILTERS, args)]
+    rows = await conn.fetch(
+        f"""SELECT p.id, p.authority, p.name FROM permissions p
+        WHERE {" AND ".join(conditions)}
+        ORDER BY {order_clause(sort, PERMISSION_SORT_COLUMNS, "p.id")}""",
+        *args,
+    )
+    return [PermissionRow(*r) for r in rows]
+
+
+async def list_roles(
+    conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey]
+) -> list[RoleRow]:
+    """The roles the filters let through, each with its permissions."""
+    args: list[Any] = []
+    conditions = ["TRUE", *filter_conditions(filters, ROLE_FILTERS, args)]
+    rows = await conn.fetch(
+        f"""SELECT r.id, r.name, r.description FROM roles r WHERE {" AND ".join(conditions)}
+        ORDER BY {order_clause(sort, ROLE_SORT_COLUMNS, "r.id")}""",
+        *args,
+    )
+    roles = {r[0]: RoleRow(r[0], r[1], r[2], []) for r in rows}
+    links = await conn.fetch(
+        """SELECT rp.role_id, p.id, p.authority, p.name FROM roles_permissions rp
+        JOIN permissions p ON p.id = rp.permission_id ORDER BY p.authority, p.name"""
+    )
+    for role_id, *permission in links:
+        if role_id in roles:
+            roles[role_id].permissions.append(PermissionRow(*permission))
+    return list(roles.values())
+
+
+async def read_role(conn: Connection, role_id: int) -> RoleRow | None:
+    found = await list_roles(conn, [Filter("id", "eq", role_id)], [])
+    return found[0] if found else None
+
+
 async def role_permission_names(conn: Connection, role_id: int) -> tuple[str, list[str]]:
     """A role's name and its permissions (authority/name), sorted."""
     rows = await conn.fetch(

@@ -63,6 +63,7 @@ class CreateTokenRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Permission(msgspec.Struct):
+    id: int
     authority: str
     name: str
 
@@ -70,7 +71,24 @@ class Permission(msgspec.Struct):
 class Role(msgspec.Struct):
     id: int
     name: str
+    description: str
     permissions: list[Permission]
+
+
+class RoleList(msgspec.Struct):
+    roles: list[Role]
+
+
+class RoleListResponse(msgspec.Struct):
+    data: RoleList
+
+
+class PermissionList(msgspec.Struct):
+    permissions: list[Permission]
+
+
+class PermissionListResponse(msgspec.Struct):
+    data: PermissionList
 
 
 class Requester(msgspec.Struct):
