@@ -42,6 +42,7 @@ async def open_session(
     session_id = str(uuid.uuid4())
     expires_at = now + lifetime
     await accounts.insert_session(conn, session_id, user.id, now, expires_at)
+    await accounts.set_last_login(conn, user.id, now)
     token = issue_jwt(jwt_key, user.id, session_id, expires_at)
     return wire.LoginResponse(wire.LoginData(user.id, token, auth_expired=False))
 

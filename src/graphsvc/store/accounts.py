@@ -112,17 +112,26 @@ async def insert_user(
     secret_digest: str | None,
     disabled: bool,
     now: datetime,
+    profile: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> None:
+    """`profile`: first name, last name, e-mail address."""
     await conn.execute(
         """INSERT INTO users (id, name, role_id, secret_digest, is_disabled, created_at,
-            updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)""",
+            updated_at, first_name, last_name, email_address)
+        VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9)""",
         user_id,
         name,
         role_id,
         secret_digest,
         disabled,
         now,
+        *profile,
     )
+
+
+async def read_secret_digest(conn: Connection, user_id: str) -> str | None:
+    found = await conn.fetchval("SELECT secret_digest FROM users WHERE id = $1", user_id)
+    return None if found is None else str(found)
 
 
 @dataclass
@@ -273,28 +282,90 @@ async def revoke_user_tokens(conn: Connection, user_id: str, now: datetime) -> N
 @dataclass
 class UserRow:
     id: str
-    name: str
+    name: str  # the reference's principal_name
     role: str
     disabled: bool
     created_at: datetime
     role_id: int
+    first_name: str | None
+    last_name: str | None
+    email_address: str | None
+    last_login: datetime | None
 
 
-async def list_users(conn: Connection) -> list[UserRow]:
+USER_COLUMNS = """u.id, u.name, r.name, u.is_disabled, u.created_at, r.id, u.first_name,
+    u.last_name, u.email_address, u.last_login"""
+# The reference's user filters and sort columns.
+USER_FILTERS = {
+    "id": FilterColumn("u.id", "uuid", EQUALITY),
+    "principal_name": FilterColumn("u.name", "text", EQUALITY),
+    "first_name": FilterColumn("u.first_name", "text", EQUALITY, nullable=True),
+    "last_name": FilterColumn("u.last_name", "text", EQUALITY, nullable=True),
+    "email_address": FilterColumn("u.email_address", "text", EQUALITY, nullable=True),
+    "last_login": FilterColumn("u.last_login", "time", RANGE, nullable=True),
+    "created_at": FilterColumn("u.created_at", "time", RANGE),
+    "updated_at": FilterColumn("u.updated_at", "time", RANGE),
+    "deleted_at": FilterColumn("u.deleted_at", "time", RANGE, nullable=True),
+}
+USER_SORT_COLUMNS = {
+    "principal_name": "u.name",
+    "first_name": "u.first_name",
+    "last_name": "u.last_name",
+    "email_address": "u.email_address",
+    "last_login": "u.last_login",
+    "created_at": "u.created_at",
+    "updated_at": "u.updated_at",
+    "deleted_at": "u.deleted_at",
+}
+
+
+async def list_users(
+    conn: Connection, filters: Sequence[Filter] = (), sort: Sequence[SortKey] = ()
+) -> list[UserRow]:
+    """The users the filters let through (not deleted ones), by name unless sorted."""
+    args: list[Any] = []
+    conditions = ["u.deleted_at IS NULL", *filter_conditions(filters, USER_FILTERS, args)]
     rows = await conn.fetch(
-        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at, r.id FROM users u
-        JOIN roles r ON r.id = u.role_id WHERE u.deleted_at IS NULL ORDER BY u.name"""
+        f"""SELECT {USER_COLUMNS} FROM users u JOIN roles r ON r.id = u.role_id
+        WHERE {" AND ".join(conditions)}
+        ORDER BY {order_clause(sort, USER_SORT_COLUMNS, "u.name")}""",
+        *args,
     )
     return [UserRow(*r) for r in rows]
 
 
 async def find_user(conn: Connection, user_id: str) -> UserRow | None:
     r = await conn.fetchrow(
-        """SELECT u.id, u.name, r.name, u.is_disabled, u.created_at, r.id FROM users u
+        f"""SELECT {USER_COLUMNS} FROM users u
         JOIN roles r ON r.id = u.role_id WHERE u.id = $1 AND u.deleted_at IS NULL""",
         user_id,
     )
     return None if r is None else UserRow(*r)
+
+
+async def set_user_profile(
+    conn: Connection,
+    user_id: str,
+    name: str,
+    first_name: str | None,
+    last_name: str | None,
+    email_address: str | None,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        """UPDATE users SET name = $2, first_name = $3, last_name = $4, email_address = $5,
+            updated_at = $6 WHERE id = $1""",
+        user_id,
+        name,
+        first_name,
+        last_name,
+        email_address,
+        now,
+    )
+
+
+async def set_last_login(conn: Connection, user_id: str, now: datetime) -> None:
+    await conn.execute("UPDATE users SET last_login = $2 WHERE id = $1", user_id, now)
 
 
 async def set_user_disabled(conn: Connection, user_id: str, disabled: bool, now: datetime) -> None:

@@ -106,6 +106,10 @@ class Requester(msgspec.Struct):
 class User(msgspec.Struct):
     id: UUID
     principal_name: str
+    first_name: str | None
+    last_name: str | None
+    email_address: str | None
+    last_login: datetime  # 0001-01-01T00:00:00Z before the first login, as the reference
     is_disabled: bool
     roles: list[Role]
     created_at: datetime
@@ -124,16 +128,38 @@ class UserListResponse(msgspec.Struct):
 
 
 class UserUpdate(msgspec.Struct):
-    """PATCH /api/v2/bloodhound-users/{user_id}: the reference's fields; graphsvc acts on
-    these two (its users have a name, a role and a secret, nothing else)."""
+    """PATCH /api/v2/bloodhound-users/{user_id}: the reference's fields graphsvc keeps; an
+    absent or empty one leaves the user's as it is."""
 
     is_disabled: bool | None = None
     roles: list[Int32] | None = None
+    principal: StoredName | None = None
+    first_name: StoredName | None = None
+    last_name: StoredName | None = None
+    email_address: StoredName | None = None
+
+
+class CreateUserRequest(msgspec.Struct):
+    """POST /api/v2/bloodhound-users: the reference's fields graphsvc keeps (its SSO and
+    environment fields are accepted and not kept)."""
+
+    principal: StoredName
+    roles: list[Int32]
+    first_name: StoredName | None = None
+    last_name: StoredName | None = None
+    email_address: StoredName | None = None
+    secret: str | None = None
+    needs_password_reset: bool = False
+    is_disabled: bool = False
 
 
 class UserSecret(msgspec.Struct):
+    """PUT /api/v2/bloodhound-users/{user_id}/secret; `current_secret` is asked of a user
+    changing its own."""
+
     secret: str
     needs_password_reset: bool = False
+    current_secret: str | None = None
 
 
 class SelfResponse(msgspec.Struct):
