@@ -277,6 +277,31 @@ def test_the_upload_command_sends_a_folder_and_follows_the_job(
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_upload_command_cancels_the_job_it_cannot_finish(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A file the server refuses (larger than its cap here) ends the command with the
+    server's error, and the job it started is Canceled, not left Running for an hour."""
+    token = create_uploader(database_url)
+    settings = {**FAST_WORKER, "max_upload_bytes": "2000"}
+    with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
+        refused = subprocess.run(
+            [sys.executable, "-m", "graphsvc", "upload", "--url", base, str(V6)],
+            env={**os.environ, "GRAPHSVC_TOKEN_ID": token.id, "GRAPHSVC_TOKEN_KEY": token.key},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert refused.returncode == 1
+    assert "HTTP 413" in refused.stderr, refused.stderr
+    assert "file-upload job 1 canceled" in refused.stderr
+    assert fetch(database_url, "SELECT status, end_time IS NOT NULL FROM file_upload_jobs") == [
+        (3, True)
+    ]
+    assert fetch(database_url, "SELECT count(*) FROM file_upload_chunks") == [(0,)]
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -351,9 +351,14 @@ def test_roles_as_in_the_reference(
 
 def test_job_rules_and_listing(uploading: tuple[Env, tokens.CreatedToken]) -> None:
     env, collector = uploading
+    empty_id = post(env, START, collector).json()["data"]["id"]
+    # As the reference: a job ended without files is Complete, nothing ingested.
+    empty = post(env, f"{JOBS}/{empty_id}/end", collector)
+    assert empty.status_code == 200, empty.text
+    assert empty.json()["data"]["status"] == 2 and empty.json()["data"]["end_time"]
+    assert empty.json()["data"]["status_message"] == "no files were sent: nothing to ingest"
+    assert empty.json()["data"]["run_id"]["valid"] is False
     job_id = post(env, START, collector).json()["data"]["id"]
-    empty = post(env, f"{JOBS}/{job_id}/end", collector)
-    assert empty.status_code == 400 and "has no files" in empty.json()["errors"][0]["message"]
     assert post(env, f"{JOBS}/999999/end", collector).status_code == 404
     assert send_file(env, collector, 999999, "a.json", b"{}", "application/json").status_code == 404
     assert post(env, f"{JOBS}/start2/end", collector).status_code == 400
@@ -364,10 +369,10 @@ def test_job_rules_and_listing(uploading: tuple[Env, tokens.CreatedToken]) -> No
     late = send_file(env, collector, done, "b.json", b"{}", "application/json")
     assert late.status_code == 400 and "not Running" in late.json()["errors"][0]["message"]
     page = env.get(f"{JOBS}?limit=1", collector).json()
-    assert page["count"] == 2 and [j["id"] for j in page["data"]] == [done]
+    assert page["count"] == 3 and [j["id"] for j in page["data"]] == [done]
     assert [j["id"] for j in env.get(f"{JOBS}?status=1", collector).json()["data"]] == [job_id]
     oldest = env.get(f"{JOBS}?sort_by=id", collector).json()["data"]
-    assert [j["id"] for j in oldest] == [job_id, done]
+    assert [j["id"] for j in oldest] == [empty_id, job_id, done]
 
 
 def test_a_job_that_takes_no_file_in_time_times_out(make_env: Callable[..., Env]) -> None:
@@ -420,3 +425,44 @@ def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
         lambda conn: conn.fetchval("SELECT attempts FROM file_upload_jobs WHERE id = $1", job_id)
     )
     assert attempts == 1, "waiting for the store is not a failed attempt"
+
+
+def test_a_running_job_is_canceled_by_its_owner(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    env, collector = uploading
+    job_id = post(env, START, collector).json()["data"]["id"]
+    file = (V6 / "domains.json").read_bytes()
+    assert send_file(env, collector, job_id, "d.json", file, "application/json").status_code == 202
+    other = env.user_with_token("other-collector", "Upload-Only")
+    assert post(env, f"{JOBS}/{job_id}/cancel", other).status_code == 404  # not its job
+    reader = env.user_with_token("reader", "Read-Only")
+    assert post(env, f"{JOBS}/{job_id}/cancel", reader).status_code == 403
+    canceled = post(env, f"{JOBS}/{job_id}/cancel", collector)
+    assert canceled.status_code == 200, canceled.text
+    job = canceled.json()["data"]
+    assert (job["status"], job["status_message"]) == (3, "canceled by its client")
+    assert job["end_time"] and [f["name"] for f in job["files"]] == ["d.json"]
+    assert count_rows(env, "file_upload_chunks") == 0
+    again = post(env, f"{JOBS}/{job_id}/cancel", collector)
+    assert again.status_code == 400
+    assert "is Canceled, not Running" in again.json()["errors"][0]["message"]
+    assert post(env, f"{JOBS}/{job_id}/end", collector).status_code == 400
+
+
+def test_the_reference_web_clients_file_name_header(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    """X-File-Upload-Name names the file (before Content-Disposition, when both come)."""
+    env, collector = uploading
+    job_id = post(env, START, collector).json()["data"]["id"]
+    body = (V6 / "domains.json").read_bytes()
+    headers = {"Content-Type": "application/json", "X-File-Upload-Name": "collected/dom.json"}
+    assert post(env, f"{JOBS}/{job_id}", collector, body, headers).status_code == 202
+    both = {
+        **headers,
+        "X-File-Upload-Name": "second",
+        "Content-Disposition": 'attachment; filename="x.json"',
+    }
+    answer = post(env, f"{JOBS}/{job_id}", collector, body, both)
+    assert [f["name"] for f in answer.json()["data"]["files"]] == ["dom.json", "second.json"]

@@ -77,7 +77,8 @@ def document_operation(op: Operation) -> dict[str, Any]:
         binary = {"schema": {"type": "string", "format": "binary"}}
         document["requestBody"] = {
             "required": True,
-            "description": "One collector file: JSON, or a SharpHound zip. A "
+            "description": "One collector file: JSON, or a SharpHound zip. An "
+            "`X-File-Upload-Name` header (the reference's web client) or a "
             "`Content-Disposition: attachment; filename=...` header names it.",
             "content": dict.fromkeys(ACCEPTED_TYPES, binary),
         }

@@ -465,6 +465,19 @@ OPERATIONS: tuple[Operation, ...] = (
         writes=True,
     ),
     Operation(
+        "POST",
+        f"{V2}/file-upload/{{file_upload_job_id}}/cancel",
+        "CancelFileUploadJob",
+        "Cancel a Running job (graphsvc's own route): Canceled, its files dropped, nothing "
+        "ingested",
+        jobs.cancel_upload_job,
+        wire.FileUploadJobResponse,
+        ERRORS,
+        permission=INGEST,
+        parameters=(TheCaller(), JOB_ID),
+        writes=True,
+    ),
+    Operation(
         "DELETE",
         f"{V2}/tokens/{{token_id}}",
         "DeleteAuthToken",

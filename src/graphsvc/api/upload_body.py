@@ -30,13 +30,15 @@ def accepted_content_type(header: str | None) -> str:
     return media_type
 
 
-def file_name(content_disposition: str | None, content_type: str) -> str | None:
-    """The name a client gave its file (Content-Disposition's filename), cut to its last
-    path segment, with the extension its content type calls for."""
+def file_name(
+    upload_name: str | None, content_disposition: str | None, content_type: str
+) -> str | None:
+    """The name a client gave its file: the reference web client's X-File-Upload-Name, else
+    Content-Disposition's filename; cut to its last path segment, with the extension its
+    content type calls for."""
     found = FILE_NAME.search(content_disposition or "")
-    if found is None:
-        return None
-    name = re.split(r"[/\\]", found.group(1).strip())[-1]
+    raw = upload_name or (found.group(1) if found else "")
+    name = re.split(r"[/\\]", raw.strip())[-1]
     name = "".join(c for c in name if c.isprintable())[:200].strip(". ")
     if not name:
         return None
@@ -66,5 +68,9 @@ async def receive_upload(
         ) from None
     if signature is not None:
         signature.verify()
-    name = file_name(request.headers.get("content-disposition"), content_type)
+    name = file_name(
+        request.headers.get("x-file-upload-name"),
+        request.headers.get("content-disposition"),
+        content_type,
+    )
     request.upload = UploadedBody(spool, size, content_type, name)

@@ -26,7 +26,7 @@ CHUNK = 1024 * 1024
 # How long the client keeps sending a request again while the server answers 503 (a SQLite
 # store ingesting a large job holds its one write lock for minutes).
 BUSY_PATIENCE_SECONDS = 900
-FINISHED = {2: "Complete", 4: "Timed Out", 5: "Failed"}
+FINISHED = {2: "Complete", 3: "Canceled", 4: "Timed Out", 5: "Failed"}
 
 
 class Server:
@@ -172,6 +172,16 @@ def collect_files(paths: tuple[Path, ...]) -> list[Path]:
     return files
 
 
+def cancel_job(server: Server, job_id: int) -> None:
+    """Cancel a job this command started and could not end; best effort, said either way."""
+    try:
+        server.call("POST", f"/api/v2/file-upload/{job_id}/cancel")
+    except Exception as exc:  # the first failure is the one to report
+        click.echo(f"file-upload job {job_id} could not be canceled: {exc}", err=True)
+    else:
+        click.echo(f"file-upload job {job_id} canceled", err=True)
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -201,10 +211,16 @@ def upload(
     job_id = job["id"]
     click.echo(f"file-upload job {job_id} started", err=True)
     total = sum(f.stat().st_size for f in files)
-    with click.progressbar(length=total, label="uploading", file=sys.stderr) as bar:
-        for file in files:
-            server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
-    server.call("POST", f"/api/v2/file-upload/{job_id}/end")
+    try:
+        with click.progressbar(length=total, label="uploading", file=sys.stderr) as bar:
+            for file in files:
+                server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
+        server.call("POST", f"/api/v2/file-upload/{job_id}/end")
+    except BaseException:
+        # Interrupted (Ctrl-C) or refused: the job would otherwise wait, Running, for the
+        # server's job timeout.
+        cancel_job(server, job_id)
+        raise
     plural = "" if len(files) == 1 else "s"
     click.echo(
         f"sent {len(files)} file{plural} ({total:,} bytes); job {job_id} is queued", err=True

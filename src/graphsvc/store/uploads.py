@@ -13,7 +13,7 @@ from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 # The reference server's job states (its enum; graphsvc uses these five).
-RUNNING, COMPLETE, TIMED_OUT, FAILED, INGESTING = 1, 2, 4, 5, 6
+RUNNING, COMPLETE, CANCELED, TIMED_OUT, FAILED, INGESTING = 1, 2, 3, 4, 5, 6
 LEASE = "ingest"  # the one lease row: one job at a time per store
 
 

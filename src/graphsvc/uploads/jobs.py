@@ -33,6 +33,7 @@ CHUNK_BYTES = 1024 * 1024  # a row of uploaded bytes: 1 GiB is 1,024 rows
 STATUS_NAMES = {
     uploads.RUNNING: "Running",
     uploads.COMPLETE: "Complete",
+    uploads.CANCELED: "Canceled",
     uploads.TIMED_OUT: "Timed Out",
     uploads.FAILED: "Failed",
     uploads.INGESTING: "Ingesting",
@@ -169,19 +170,36 @@ async def store_upload(
 async def end_upload_job(
     conn: Connection, caller: Caller, job_id: int
 ) -> wire.FileUploadJobResponse:
-    """Close a job and queue it for ingest; a job without files cannot be ended."""
+    """Close a job and queue it for ingest; a job without files is Complete at once, with
+    nothing ingested (the reference ends it so too, after its analysis)."""
     job = await get_own_job(conn, caller, job_id)
     require_running(job, "be ended again")
     files = (await uploads.list_job_files(conn, [job.id]))[job.id]
-    if not files:
-        raise bad_request(
-            f"file-upload job {job.id} has no files: send one with POST "
-            f"/api/v2/file-upload/{job.id} before ending it",
-            "file_upload_job_id",
-        )
     now = datetime.now(UTC)
+    if not files:
+        message = "no files were sent: nothing to ingest"
+        await uploads.set_job_status(conn, job.id, uploads.COMPLETE, message, now, ended=True)
+        audit("upload.ended", f"file-upload job {job.id} ended without files", job_id=job.id)
+        return await answer_job(conn, job.id, files)
     await uploads.set_job_status(conn, job.id, uploads.INGESTING, "queued for ingest", now)
     audit("upload.ended", f"file-upload job {job.id} ended and queued", job_id=job.id)
+    return await answer_job(conn, job.id, files)
+
+
+async def cancel_upload_job(
+    conn: Connection, caller: Caller, job_id: int
+) -> wire.FileUploadJobResponse:
+    """Stop a Running job (graphsvc's own route; `graphsvc upload` calls it when it is
+    interrupted): Canceled, its files' bytes dropped, nothing ingested."""
+    job = await get_own_job(conn, caller, job_id)
+    require_running(job, "be canceled")
+    now = datetime.now(UTC)
+    await uploads.delete_job_bytes(conn, job.id)
+    await uploads.set_job_status(
+        conn, job.id, uploads.CANCELED, "canceled by its client", now, ended=True
+    )
+    audit("upload.canceled", f"file-upload job {job.id} canceled", job_id=job.id)
+    files = (await uploads.list_job_files(conn, [job.id]))[job.id]
     return await answer_job(conn, job.id, files)
 
 
