@@ -66,3 +66,90 @@ def test_the_reference_sdk_with_its_defaults(
     else:  # Prefer: 0 is a 400; a call with a query also fails its path-only signature (401)
         assert statuses["saml provider"] == statuses["client"] == 400
         assert set(statuses.values()) <= {400, 401}
+
+
+def parsed(call: Callable[..., Any]) -> Callable[..., Any]:
+    """An SDK call whose parsed answer the test reads freely: the SDK types every field as
+    possibly Unset, and a 200 it could not parse would have raised already."""
+
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        found = call(*args, **kwargs)
+        assert found is not None, "the SDK parsed no 200 answer"
+        return found
+
+    return answer
+
+
+def test_the_sdk_manages_users_roles_tokens_and_jobs(database_url: str, tmp_path: Path) -> None:
+    """The SDK's account and upload calls, as its users script them: each answer parses
+    into the SDK's own models (a field of the wrong shape raises there)."""
+    from blood_hound_api_client import models
+    from blood_hound_api_client.api.api_tokens import list_auth_tokens
+    from blood_hound_api_client.api.blood_hound_users import (
+        create_or_set_user_secret,
+        create_user,
+        get_user,
+        list_users,
+        update_user,
+    )
+    from blood_hound_api_client.api.collection_uploads import (
+        create_file_upload_job,
+        end_file_upload_job,
+        list_file_upload_jobs,
+    )
+    from blood_hound_api_client.api.permissions import list_permissions
+    from blood_hound_api_client.api.roles import list_roles
+
+    demo = asyncio.run(
+        run_in_transaction(
+            database_url,
+            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
+        )
+    )
+    environment = server_environment(database_url, tmp_path, sdk_compatibility="true")
+    with served(environment) as (base, _):
+        client = sdk_auth.HMACAuthenticatedClient(
+            base_url=base, token_key=demo.token_key, token_id=demo.token_id
+        )
+        with client:
+            roles = {r.name: r for r in parsed(list_roles.sync)(client=client).data.roles}
+            assert roles["Upload-Only"].description.startswith("Used for data collection")
+            permissions = parsed(list_permissions.sync)(client=client).data.permissions
+            assert ("graphdb", "Ingest") in {(p.authority, p.name) for p in permissions}
+            body = models.CreateUserBody(
+                principal="scripted",
+                first_name="Script",
+                email_address="scripted@example.test",
+                roles=[roles["Read-Only"].id],
+                secret="scripted-secret-1",
+            )
+            made = parsed(create_user.sync)(client=client, body=body).data
+            assert made.first_name.string == "Script" and made.last_name.valid is False
+            fetched = parsed(get_user.sync)(str(made.id), client=client).data
+            assert fetched.principal_name == "scripted"
+            assert fetched.roles[0].name == "Read-Only"
+            users = {u.principal_name: u for u in parsed(list_users.sync)(client=client).data.users}
+            me = users[demo.admin_username]
+            # The web client sends its own user back whole when it edits it.
+            unchanged = models.ApiRequestsUserUpdate(
+                roles=[me.roles[0].id], is_disabled=False, principal=me.principal_name
+            )
+            assert (
+                update_user.sync_detailed(str(me.id), client=client, body=unchanged).status_code
+                == 200
+            )
+            secret = models.ApiRequestsUserSetSecret(secret="scripted-secret-2")
+            assert (
+                create_or_set_user_secret.sync_detailed(
+                    str(made.id), client=client, body=secret
+                ).status_code
+                == 200
+            )
+            tokens = parsed(list_auth_tokens.sync)(client=client, user_id=f"eq:{me.id}").data.tokens
+            assert tokens and {str(t.user_id.uuid) for t in tokens} == {str(me.id)}
+            job = parsed(create_file_upload_job.sync)(client=client).data
+            assert end_file_upload_job.sync_detailed(job.id, client=client).status_code == 200
+            listed = parsed(list_file_upload_jobs.sync)(
+                client=client, sort_by="-id", skip=0, limit=10
+            )
+            assert [(j.id, j.status) for j in listed.data] == [(job.id, 2)]

@@ -163,9 +163,9 @@ async def build_user(conn: Connection, user: accounts.UserRow) -> wire.User:
     return wire.User(
         id=user.id,
         principal_name=user.name,
-        first_name=user.first_name,
-        last_name=user.last_name,
-        email_address=user.email_address,
+        first_name=wire.null_string(user.first_name),
+        last_name=wire.null_string(user.last_name),
+        email_address=wire.null_string(user.email_address),
         last_login=user.last_login or NEVER,
         is_disabled=user.disabled,
         roles=[await read_role(conn, user.role_id)],

@@ -106,9 +106,9 @@ class Requester(msgspec.Struct):
 class User(msgspec.Struct):
     id: UUID
     principal_name: str
-    first_name: str | None
-    last_name: str | None
-    email_address: str | None
+    first_name: NullString
+    last_name: NullString
+    email_address: NullString
     last_login: datetime  # 0001-01-01T00:00:00Z before the first login, as the reference
     is_disabled: bool
     roles: list[Role]
