@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import re
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -291,9 +294,39 @@ def configure_logging(settings: Settings) -> None:
         logging.getLogger(name).propagate = True
 
 
+@dataclass(frozen=True)
+class AuditEvent:
+    event: str
+    message: str
+    fields: dict[str, Any]
+    at: datetime
+
+
+# The events of the change under way, where its edge (a write request, a CLI command) keeps
+# them, to store them in the change's own transaction (store/audit.py).
+RECORDED: contextvars.ContextVar[list[AuditEvent] | None] = contextvars.ContextVar(
+    "graphsvc_audit_events", default=None
+)
+
+
 def audit(event: str, message: str, **fields: Any) -> None:
-    """A security event: `event` names it (login.failed, auth.failed, token.revoked, ...)."""
+    """A security event: `event` names it (login.failed, auth.failed, token.revoked, ...).
+    Logged; and kept for the store when a change under way is recording its events."""
     log_safely(AUDIT, logging.INFO, message, {"fields": {"event": event, **fields}})
+    recorded = RECORDED.get()
+    if recorded is not None:
+        recorded.append(AuditEvent(event, message, fields, datetime.now(UTC)))
+
+
+@contextlib.contextmanager
+def recording_audit() -> Iterator[list[AuditEvent]]:
+    """The audit events raised within the block, in order."""
+    events: list[AuditEvent] = []
+    token = RECORDED.set(events)
+    try:
+        yield events
+    finally:
+        RECORDED.reset(token)
 
 
 def log_safely(logger: logging.Logger, level: int, message: str, extra: dict[str, Any]) -> None:

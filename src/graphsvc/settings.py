@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     ingest_lease_seconds: float = Field(60.0, ge=1, le=86400)
     """An ingesting replica renews its job's lease every third of this; dead, it loses the job."""
 
+    audit_retention_days: int = Field(365, ge=1, le=36500)
+    """Audit events older than this are deleted, at the next change that is audited."""
+
     path_index_dir: Path | None = None
     """Where the shortest-path index files shared by processes go; default data_dir/path-index."""
 

@@ -58,7 +58,14 @@ async def create_user(
     if role_id is None:
         roles = ", ".join(await accounts.list_role_names(conn))
         raise bad_request(f"unknown role {role!r}; roles: {roles}", "role")
-    return await store_new_user(conn, name, "name", role_id, secret, disabled)
+    user_id = await store_new_user(conn, name, "name", role_id, secret, disabled)
+    audit(
+        "user.created",
+        f"user {name} created with role {role} by {actor(None)}",
+        user=name,
+        actor=actor(None),
+    )
+    return user_id
 
 
 async def store_new_user(

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from graphsvc.accounts.audit_log import store_audit_events
 from graphsvc.accounts.permissions import Caller
 from graphsvc.api.auth import Authenticator, Identity
 from graphsvc.api.context import Context
@@ -52,7 +53,7 @@ from graphsvc.api.web import (
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.graph.paths import PathIndex
-from graphsvc.logs import REQUESTS, audit, log_request_line
+from graphsvc.logs import REQUESTS, audit, log_request_line, recording_audit
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import (
@@ -130,6 +131,7 @@ class App:
             return
         started = time.perf_counter()
         request_id = incoming_request_id(scope) or new_request_id()
+        scope[REQUEST_ID_KEY] = request_id
         error: ApiError | None = None
         try:
             response = await self.respond(scope, receive)
@@ -310,14 +312,14 @@ class App:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
                     await receive_upload(request, spool, content_type, found)
                     async with connect() as conn:
-                        body, wait = await self.run_operation(op, conn, request, identity, decoder)
+                        body, wait = await self.run_audited(op, conn, request, identity, decoder)
             else:
                 # The whole body first: a client slow to send it must not hold a connection
                 # of the pool meanwhile.
                 await request.body()
                 async with connect() as conn:
                     identity = await self.auth.authenticate(conn, request)
-                    body, wait = await self.run_operation(op, conn, request, identity, decoder)
+                    body, wait = await self.run_audited(op, conn, request, identity, decoder)
             self.touch_token(identity)
             headers = {}
             prefer = request.headers.get("prefer")
@@ -326,6 +328,29 @@ class App:
             return json_response(body, op.status, headers)
 
         return endpoint
+
+    async def run_audited(
+        self,
+        op: Operation,
+        conn: Connection,
+        request: Request,
+        identity: Identity,
+        decoder: msgspec.json.Decoder[Any] | None,
+    ) -> tuple[msgspec.Struct, int | None]:
+        """`run_operation`; a write's audit events stored in its own transaction."""
+        if not op.writes:
+            return await self.run_operation(op, conn, request, identity, decoder)
+        with recording_audit() as events:
+            answer = await self.run_operation(op, conn, request, identity, decoder)
+        await store_audit_events(
+            conn,
+            events,
+            request.caller,
+            request.scope.get(REQUEST_ID_KEY, ""),
+            client_address(request.scope, self.settings.trusted_proxies),
+            self.settings.audit_retention_days,
+        )
+        return answer
 
     async def run_operation(
         self,
@@ -390,6 +415,7 @@ BUSY_RETRY_SECONDS = 5
 NO_CONNECTION_RETRY_SECONDS = 1
 UNLIMITED = ("/health", "/ready", "/metrics")  # probes and scrapes, sent often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
+REQUEST_ID_KEY = "graphsvc.request_id"  # and the request's id
 OPERATION = "graphsvc.operation"  # and the operationId it is
 LOGIN_PATH = "/api/v2/login"  # its failures are audited with the user name tried
 AUDITED = {

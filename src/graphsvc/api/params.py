@@ -321,6 +321,54 @@ class Paging:
 
 
 @dataclass(frozen=True)
+class OffsetPaging:
+    """The audit log's paging as the reference reads it: `offset` (or `skip`) and `limit`
+    (1000 by default, at most the max_limit setting)."""
+
+    argument: str = "page"
+
+    def parse(self, request: Request, app: Services) -> Page:
+        if "offset" in request.query and "skip" in request.query:
+            raise bad_request("give offset or skip, not both", "offset")
+        name = "skip" if "skip" in request.query else "offset"
+        return Page(
+            skip=non_negative(request.query, name, 0, INT32_MAX),
+            limit=non_negative(request.query, "limit", 1000, app.settings.max_limit),
+        )
+
+    def document(self) -> list[Document]:
+        return [
+            query_document("offset", NON_NEGATIVE_SCHEMA, "Items to skip; default 0"),
+            query_document("skip", NON_NEGATIVE_SCHEMA, "The same as offset"),
+            query_document(
+                "limit", NON_NEGATIVE_SCHEMA, "Most items returned; default 1000, at most the max"
+            ),
+        ]
+
+
+@dataclass(frozen=True)
+class BeforeAfter:
+    """The audit log's window as the reference reads it: `after` to `before`, inclusive;
+    `before` now by default, `after` a year before `before`."""
+
+    argument: str = "window"
+
+    def parse(self, request: Request, app: Services) -> Window:
+        raw_before, raw_after = single(request.query, "before"), single(request.query, "after")
+        before = datetime.now(UTC) if raw_before is None else parse_time(raw_before, "before")
+        after = (
+            before - timedelta(days=365) if raw_after is None else parse_time(raw_after, "after")
+        )
+        return Window(after, before)
+
+    def document(self) -> list[Document]:
+        return [
+            query_document("before", DATE_TIME_SCHEMA, "Inclusive end; default now"),
+            query_document("after", DATE_TIME_SCHEMA, "Inclusive start; default before - 365 days"),
+        ]
+
+
+@dataclass(frozen=True)
 class TimeWindow:
     """`start` and `end` of the creation times asked for, as one Window."""
 

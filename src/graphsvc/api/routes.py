@@ -18,7 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from graphsvc import wire
-from graphsvc.accounts import roles, saml, sessions, tokens, users
+from graphsvc.accounts import audit_log, roles, saml, sessions, tokens, users
 from graphsvc.accounts.permissions import (
     CREATE_TOKEN,
     INGEST,
@@ -33,7 +33,9 @@ from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
     BaseUrl,
+    BeforeAfter,
     Filters,
+    OffsetPaging,
     Paging,
     Parameter,
     PathParameter,
@@ -67,6 +69,7 @@ from graphsvc.graph.entities import (
     build_list_reader,
 )
 from graphsvc.store import accounts as store_accounts
+from graphsvc.store import audit as store_audit
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 from graphsvc.uploads import jobs
@@ -599,6 +602,25 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.ExtensionSummaryResponse,
         ERRORS,
         permission=READ_GRAPH,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/audit",
+        "ListAuditLogs",
+        "Audit events of changes to accounts, tokens and uploads, newest first",
+        audit_log.list_audit_log,
+        wire.AuditLogResponse,
+        ERRORS,
+        permission=MANAGE_USERS,
+        parameters=(
+            BeforeAfter(),
+            OffsetPaging(),
+            Filters(
+                store_audit.AUDIT_FILTERS,
+                others=("sort_by", "offset", "skip", "limit", "before", "after"),
+            ),
+            Sorting(tuple(store_audit.AUDIT_SORT_COLUMNS), (SortKey("id", True),)),
+        ),
     ),
     Operation(
         "GET",

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError
 from graphsvc.ingest.records import IngestError
-from graphsvc.logs import configure_logging
+from graphsvc.logs import configure_logging, recording_audit
 from graphsvc.settings import Settings, describe_settings_error
 from graphsvc.store import db as database
 from graphsvc.store.migrate import upgrade_schema
@@ -68,11 +68,22 @@ def migrate(settings: Settings) -> None:
 def run_in_transaction(
     settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
 ) -> T:
-    """Migrate, then run `work` in one write transaction: all of it lands or none of it.
-    SIGTERM, like Ctrl-C, stops it with the transaction rolled back."""
+    """Migrate, then run `work` in one write transaction: all of it lands or none of it,
+    the audit events it raised with it. SIGTERM, like Ctrl-C, stops it with the transaction
+    rolled back."""
     migrate(settings)
+
+    async def audited(conn: database.Connection) -> T:
+        """`work`, and the audit events it raised, stored in its transaction."""
+        from graphsvc.accounts.audit_log import store_audit_events
+
+        with recording_audit() as events:
+            result = await work(conn)
+        await store_audit_events(conn, events, None, "", "", settings.audit_retention_days)
+        return result
+
     try:
-        return asyncio.run(run_stoppable(settings.resolved_database_url(), work))
+        return asyncio.run(run_stoppable(settings.resolved_database_url(), audited))
     except (KeyboardInterrupt, asyncio.CancelledError):
         fail(INTERRUPTED)
     except ApiError as exc:

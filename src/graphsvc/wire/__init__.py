@@ -6,6 +6,9 @@ data_quality, extensions, nodes, saml, uploads), the shapes all share (common) a
 probes' answers."""
 
 from graphsvc.wire.accounts import (
+    AuditLogEntry,
+    AuditLogResponse,
+    AuditLogs,
     AuthToken,
     AuthTokenList,
     AuthTokenListResponse,
@@ -133,6 +136,9 @@ __all__ = [
     "ZERO_UUID",
     "ADDomainStats",
     "AcceptedTypes",
+    "AuditLogEntry",
+    "AuditLogResponse",
+    "AuditLogs",
     "AuthToken",
     "AuthTokenList",
     "AuthTokenListResponse",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -189,3 +189,31 @@ class LogoutData(msgspec.Struct):
 
 class LogoutResponse(msgspec.Struct):
     data: LogoutData
+
+
+class AuditLogEntry(msgspec.Struct):
+    """One audit event, with the reference's fields; `fields` holds graphsvc's event name,
+    its message and what it names. `actor_id` is empty for the command line."""
+
+    id: int
+    created_at: datetime
+    actor_id: str
+    actor_name: str
+    actor_email: str
+    action: str
+    fields: dict[str, Any]
+    request_id: str
+    source_ip_address: str
+    status: str
+    commit_id: str
+
+
+class AuditLogs(msgspec.Struct):
+    logs: list[AuditLogEntry]
+
+
+class AuditLogResponse(msgspec.Struct):
+    count: int
+    limit: int
+    skip: int
+    data: AuditLogs
