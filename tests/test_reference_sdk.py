@@ -85,6 +85,7 @@ def test_the_sdk_manages_users_roles_tokens_and_jobs(database_url: str, tmp_path
     into the SDK's own models (a field of the wrong shape raises there)."""
     from blood_hound_api_client import models
     from blood_hound_api_client.api.api_tokens import list_auth_tokens
+    from blood_hound_api_client.api.audit import list_audit_logs
     from blood_hound_api_client.api.blood_hound_users import (
         create_or_set_user_secret,
         create_user,
@@ -149,6 +150,9 @@ def test_the_sdk_manages_users_roles_tokens_and_jobs(database_url: str, tmp_path
             assert tokens and {str(t.user_id.uuid) for t in tokens} == {str(me.id)}
             job = parsed(create_file_upload_job.sync)(client=client).data
             assert end_file_upload_job.sync_detailed(job.id, client=client).status_code == 200
+            audit = parsed(list_audit_logs.sync)(client=client, sort_by="-id", limit=100)
+            actions = [entry.action for entry in audit.data.logs]
+            assert actions[-1] == "CreateUser" and "UpdateAuthSecret" in actions
             listed = parsed(list_file_upload_jobs.sync)(
                 client=client, sort_by="-id", skip=0, limit=10
             )

@@ -37,6 +37,7 @@ AUDIT_FILTERS = {
     "request_id": FilterColumn("request_id", "text", EQUALITY),
     "created_at": FilterColumn("created_at", "time", RANGE),
     "source_ip_address": FilterColumn("source_ip_address", "text", EQUALITY),
+    "source": FilterColumn("source_ip_address", "text", EQUALITY),  # its OpenAPI's name
     "status": FilterColumn("status", "text", EQUALITY),
 }
 AUDIT_SORT_COLUMNS = {
