@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -466,3 +467,67 @@ def test_the_reference_web_clients_file_name_header(
     }
     answer = post(env, f"{JOBS}/{job_id}", collector, body, both)
     assert [f["name"] for f in answer.json()["data"]["files"]] == ["dom.json", "second.json"]
+
+
+def completed_tasks(env: Env, token: tokens.CreatedToken, job_id: int) -> list[dict[str, Any]]:
+    response = env.get(f"{JOBS}/{job_id}/completed-tasks", token)
+    assert response.status_code == 200, response.text
+    tasks: list[dict[str, Any]] = response.json()["data"]
+    assert all(t["ingest_job_id"] == job_id for t in tasks)
+    return tasks
+
+
+def test_each_file_of_a_completed_job_has_its_result(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    """JSON files and a zip's entries, each a task; a record of a kind not read is a
+    warning of the document it was in."""
+    env, collector = uploading
+    azure = json.dumps(
+        {
+            "meta": {"type": "azure", "version": 5},
+            "data": [{"kind": "AZSomethingNew", "data": {"id": "x"}}] * 2,
+        }
+    ).encode()
+    files = [
+        ("domains.json", (V6 / "domains.json").read_bytes(), "application/json"),
+        ("azure.json", azure, "application/json"),
+        ("sample.zip", SAMPLE_ZIP.read_bytes(), "application/zip"),
+    ]
+    job_id = upload(env, collector, files)
+    assert wait_for_job(env, collector, job_id)["status"] == 2
+    tasks = completed_tasks(env, collector, job_id)
+    with zipfile.ZipFile(SAMPLE_ZIP) as archive:
+        entries = sorted(n for n in archive.namelist() if n.endswith(".json"))
+    assert sorted((t["parent_file_name"], t["file_name"]) for t in tasks) == sorted(
+        [("", "domains.json"), ("", "azure.json"), *(("sample.zip", e) for e in entries)]
+    )
+    assert all(t["errors"] == [] for t in tasks)
+    warned = {t["file_name"]: t["warnings"] for t in tasks if t["warnings"]}
+    assert warned == {"azure.json": ["not read: 2 record(s) of AzureHound AZSomethingNew"]}
+
+
+def test_the_file_that_failed_a_job_has_the_error_and_the_others_say_why_they_were_not_read(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    env, collector = uploading
+    good = (V6 / "users.json").read_bytes()
+    broken = (V6 / "computers.json").read_bytes()[:5000]
+    job_id = upload(
+        env,
+        collector,
+        [("users.json", good, "application/json"), ("computers.json", broken, "application/json")],
+    )
+    job = wait_for_job(env, collector, job_id)
+    assert job["status"] == 5
+    tasks = {t["file_name"]: t for t in completed_tasks(env, collector, job_id)}
+    assert tasks["computers.json"]["errors"] == [job["status_message"]]
+    assert tasks["users.json"]["errors"] == [
+        "not ingested: the job is ingested whole or not at all, and computers.json failed"
+    ]
+    other = env.user_with_token("another-collector", "Upload-Only")
+    assert env.get(f"{JOBS}/{job_id}/completed-tasks", other).status_code == 404
+    assert env.get(f"{JOBS}/{job_id}/completed-tasks").status_code == 200  # an Administrator
+    empty = post(env, START, collector).json()["data"]["id"]
+    assert post(env, f"{JOBS}/{empty}/end", collector).status_code == 200
+    assert completed_tasks(env, collector, empty) == []

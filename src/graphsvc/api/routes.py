@@ -468,6 +468,17 @@ OPERATIONS: tuple[Operation, ...] = (
         writes=True,
     ),
     Operation(
+        "GET",
+        f"{V2}/file-upload/{{file_upload_job_id}}/completed-tasks",
+        "ListFileUploadCompletedTasks",
+        "Each document a finished job's ingest read, with its errors and warnings",
+        jobs.list_completed_tasks,
+        wire.CompletedTaskList,
+        ERRORS,
+        permission=INGEST,
+        parameters=(TheCaller(), JOB_ID),
+    ),
+    Operation(
         "POST",
         f"{V2}/file-upload/{{file_upload_job_id}}/cancel",
         "CancelFileUploadJob",

@@ -37,6 +37,7 @@ class IngestResult:
     created_at: datetime
     environments: list[EnvironmentNode]  # the domains and tenants it collected
     skipped: dict[str, int]  # records of kinds not read: "AzureHound AZKeyVaultOwner" -> count
+    skipped_by_source: dict[str, dict[str, int]]  # the same, per document (its label)
 
 
 def reader(source: Source, progress: Progress | None) -> opengraph.Reader:
@@ -109,6 +110,7 @@ async def ingest_files(
     with Archives() as archives:
         sources = expand(list(paths), archives, root, limits)
         for source in sources:
+            writer.source = source.label
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     await tier_zero.mark_tier_zero(conn)
@@ -120,5 +122,12 @@ async def ingest_files(
     await graph.refresh_statistics_after(conn, nodes + edges)
     environments = await list_run_environments(conn, run_id)
     return IngestResult(
-        run_id, labels, nodes, edges, now, environments, dict(sorted(writer.skipped.items()))
+        run_id,
+        labels,
+        nodes,
+        edges,
+        now,
+        environments,
+        dict(sorted(writer.skipped.items())),
+        {label: dict(sorted(found.items())) for label, found in writer.skipped_by_source.items()},
     )

@@ -49,6 +49,8 @@ class GraphWriter:
         self.derived = DerivedEdges()
         self.stub_names: dict[str, str] = {}  # names for nodes no file collects (trusted domains)
         self.skipped: Counter[str] = Counter()  # records of kinds not read, by producer and kind
+        self.source = ""  # the document being read (run.py sets it)
+        self.skipped_by_source: dict[str, Counter[str]] = {}  # the same, per document
 
     async def node(self, record: NodeRecord) -> None:
         known = self.nodes.get(record.object_id)
@@ -83,6 +85,7 @@ class GraphWriter:
     def skip(self, what: str) -> None:
         """Count a record this version does not read, so that the run reports it."""
         self.skipped[what] += 1
+        self.skipped_by_source.setdefault(self.source, Counter())[what] += 1
 
     def delete(self, object_id: str) -> None:
         self.deleted.add(object_id.upper())

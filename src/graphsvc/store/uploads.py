@@ -3,6 +3,7 @@ lets one replica at a time ingest a job."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -298,3 +299,44 @@ async def release_lease(conn: Connection, holder: str) -> bool:
         holder,
     )
     return released is not None
+
+
+@dataclass
+class TaskRow:
+    id: int
+    job_id: int
+    file_name: str
+    parent_file_name: str
+    errors: list[str]
+    warnings: list[str]
+    created_at: datetime
+
+
+async def insert_task(
+    conn: Connection,
+    job_id: int,
+    file_name: str,
+    parent_file_name: str,
+    errors: Sequence[str],
+    warnings: Sequence[str],
+    now: datetime,
+) -> None:
+    await conn.execute(
+        """INSERT INTO file_upload_tasks (job_id, file_name, parent_file_name, errors,
+            warnings, created_at) VALUES ($1, $2, $3, $4, $5, $6)""",
+        job_id,
+        file_name,
+        parent_file_name,
+        json.dumps(list(errors)),
+        json.dumps(list(warnings)),
+        now,
+    )
+
+
+async def list_tasks(conn: Connection, job_id: int) -> list[TaskRow]:
+    rows = await conn.fetch(
+        """SELECT id, job_id, file_name, parent_file_name, errors, warnings, created_at
+        FROM file_upload_tasks WHERE job_id = $1 ORDER BY id""",
+        job_id,
+    )
+    return [TaskRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6]) for r in rows]

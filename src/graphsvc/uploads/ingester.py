@@ -170,7 +170,7 @@ class JobIngester:
                         log.info("the store is busy with another write; the ingest waits")
                         await asyncio.sleep(self.settings.ingest_poll_seconds)
         except IngestError as exc:
-            await self.fail_job(db, job_id, str(exc))
+            await self.fail_job(db, job_id, str(exc), failed=exc.source)
             return
         except LeaseLost:
             log.warning("file-upload job %d: lease lost mid-ingest; rolled back", job_id)
@@ -209,6 +209,15 @@ class JobIngester:
                 + (f"; {skipped} records of kinds not read" if skipped else "")
             )
             now = datetime.now(UTC)
+            zips = await zip_names(conn, job_id)
+            for label in result.files:
+                warnings = [
+                    f"not read: {count} record(s) of {kind}"
+                    for kind, count in result.skipped_by_source.get(label, {}).items()
+                ]
+                await uploads.insert_task(
+                    conn, job_id, *split_label(label, zips), [], warnings, now
+                )
             await uploads.set_job_status(
                 conn, job_id, uploads.COMPLETE, message, now, True, result.run_id
             )
@@ -217,14 +226,32 @@ class JobIngester:
                 raise LeaseLost
         return message, result.run_id
 
-    async def fail_job(self, db: Database, job_id: int, message: str) -> None:
-        """Fail a job, dropping its files, if this replica still holds the lease."""
+    async def fail_job(
+        self, db: Database, job_id: int, message: str, failed: str | None = None
+    ) -> None:
+        """Fail a job, dropping its files, if this replica still holds the lease; `failed`
+        names the document at fault, when one is. Each file gets its result: the error, or
+        that nothing of it was ingested (a job is ingested whole or not at all)."""
         async with db.transaction() as conn:
             if not await uploads.release_lease(conn, self.holder):
                 return
-            await uploads.set_job_status(
-                conn, job_id, uploads.FAILED, message, datetime.now(UTC), ended=True
-            )
+            now = datetime.now(UTC)
+            zips = await zip_names(conn, job_id)
+            if failed is not None:
+                file_name, parent = split_label(failed, zips)
+                await uploads.insert_task(conn, job_id, file_name, parent, [message], [], now)
+            else:
+                parent = ""
+            others = [
+                f.name
+                for f in (await uploads.list_job_files(conn, [job_id]))[job_id]
+                if f.name not in (failed, parent)
+            ]
+            cause = f"{failed} failed" if failed is not None else message
+            for name in others:
+                note = f"not ingested: the job is ingested whole or not at all, and {cause}"
+                await uploads.insert_task(conn, job_id, name, "", [note], [], now)
+            await uploads.set_job_status(conn, job_id, uploads.FAILED, message, now, ended=True)
             await uploads.delete_job_bytes(conn, job_id)
         audit(
             "upload.failed",
@@ -236,6 +263,17 @@ class JobIngester:
     async def give_back_lease(self, db: Database) -> None:
         async with db.transaction() as conn:
             await uploads.release_lease(conn, self.holder)
+
+
+async def zip_names(conn: Connection, job_id: int) -> set[str]:
+    files = (await uploads.list_job_files(conn, [job_id]))[job_id]
+    return {f.name for f in files if f.content_type != "application/json"}
+
+
+def split_label(label: str, zips: set[str]) -> tuple[str, str]:
+    """A document's label as (file name, the zip it came from or "")."""
+    parent, sep, entry = label.partition(": ")
+    return (entry, parent) if sep and parent in zips else (label, "")
 
 
 def remove_orphaned_folders() -> None:

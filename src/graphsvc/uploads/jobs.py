@@ -217,5 +217,30 @@ async def list_upload_jobs(
     )
 
 
+async def list_completed_tasks(
+    conn: Connection, caller: Caller, job_id: int
+) -> wire.CompletedTaskList:
+    """Each document of a finished job with its result (none while the job runs or waits);
+    a job of another user only to a caller who may see every job."""
+    job = await uploads.find_job(conn, job_id)
+    if job is None or (job.user_id != caller.principal.user_id and not sees_every_job(caller)):
+        raise not_found(f"no file-upload job {job_id}", "file_upload_job_id")
+    return wire.CompletedTaskList(
+        [
+            wire.CompletedTask(
+                t.id,
+                t.job_id,
+                t.file_name,
+                t.parent_file_name,
+                t.errors,
+                t.warnings,
+                t.created_at,
+                t.created_at,
+            )
+            for t in await uploads.list_tasks(conn, job_id)
+        ]
+    )
+
+
 async def list_accepted_types(conn: Connection) -> wire.AcceptedTypes:
     return wire.AcceptedTypes(list(ACCEPTED_TYPES))

@@ -122,6 +122,8 @@ from graphsvc.wire.saml import (
 )
 from graphsvc.wire.uploads import (
     AcceptedTypes,
+    CompletedTask,
+    CompletedTaskList,
     FileUploadJob,
     FileUploadJobResponse,
     PagedFileUploadJobs,
@@ -148,6 +150,8 @@ __all__ = [
     "ClientEvent",
     "ClientResponse",
     "ClientToken",
+    "CompletedTask",
+    "CompletedTaskList",
     "Count",
     "CreateTokenRequest",
     "CreateUserRequest",

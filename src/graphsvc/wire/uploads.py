@@ -52,3 +52,21 @@ class PagedFileUploadJobs(msgspec.Struct):
 
 class AcceptedTypes(msgspec.Struct):
     data: list[str]
+
+
+class CompletedTask(msgspec.Struct):
+    """One document of a job's ingest, the reference's completed task: a file of the job, or
+    an entry of one of its zips (`parent_file_name`), with its errors and warnings."""
+
+    id: Int64
+    ingest_job_id: Int64
+    file_name: str
+    parent_file_name: str
+    errors: list[str]
+    warnings: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class CompletedTaskList(msgspec.Struct):
+    data: list[CompletedTask]
