@@ -105,3 +105,21 @@ def test_client_list_is_enterprise_only(make_env: Callable[..., Env]) -> None:
     env = make_env(edition="community")
     env.create_admin()
     assert env.get("/api/v2/clients").status_code == 404
+
+
+def test_client_list_filters_and_sort(demo_env: tuple[Env, DemoResult]) -> None:
+    """The reference's ListClients filters and sort columns."""
+    env, demo = demo_env
+    every = env.get("/api/v2/clients").json()["data"]
+    assert [c["name"] for c in every] == sorted(c["name"] for c in every)
+    assert sorted(c["id"] for c in every) == sorted(demo.client_ids)
+    first = every[0]
+    only = env.get(f"/api/v2/clients?name=eq:{first['name']}").json()
+    assert only["count"] == 1 and only["data"][0]["id"] == first["id"]
+    assert env.get(f"/api/v2/clients?id=neq:{first['id']}").json()["data"] == every[1:]
+    backwards = env.get("/api/v2/clients?sort_by=-name").json()["data"]
+    assert [c["id"] for c in backwards] == [c["id"] for c in reversed(every)]
+    assert env.get("/api/v2/clients?completed_job_count=gte:0").json()["count"] == 2
+    refused = env.get("/api/v2/clients?secret=eq:x")
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["message"].startswith("the column 'secret' cannot be")

@@ -70,6 +70,7 @@ from graphsvc.graph.entities import (
 )
 from graphsvc.store import accounts as store_accounts
 from graphsvc.store import audit as store_audit
+from graphsvc.store import clients as store_clients
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 from graphsvc.uploads import jobs
@@ -591,7 +592,11 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.PagedClients,
         ERRORS,
         permission=READ_CLIENTS,
-        parameters=(Paging(default_limit=100),),
+        parameters=(
+            Paging(default_limit=100),
+            Filters(store_clients.CLIENT_FILTERS),
+            Sorting(tuple(store_clients.CLIENT_SORT_COLUMNS), (SortKey("name", False),)),
+        ),
         enterprise_only=True,
     ),
     Operation(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from graphsvc import wire
@@ -13,7 +14,8 @@ from graphsvc.crypto import KeyBox
 from graphsvc.errors import bad_request, conflict, not_found
 from graphsvc.store import clients
 from graphsvc.store.db import Connection
-from graphsvc.store.paging import Page
+from graphsvc.store.filters import Filter
+from graphsvc.store.paging import Page, SortKey
 
 
 async def get_client(conn: Connection, client_id: str) -> wire.ClientResponse:
@@ -23,8 +25,10 @@ async def get_client(conn: Connection, client_id: str) -> wire.ClientResponse:
     return wire.ClientResponse(client)
 
 
-async def list_clients(conn: Connection, page: Page) -> wire.PagedClients:
-    total, ids = await clients.list_client_ids(conn, page.skip, page.limit)
+async def list_clients(
+    conn: Connection, page: Page, filters: Sequence[Filter], sort: Sequence[SortKey]
+) -> wire.PagedClients:
+    total, ids = await clients.list_client_ids(conn, filters, sort, page.skip, page.limit)
     found = [(await get_client(conn, client_id)).data for client_id in ids]
     return wire.PagedClients(total, page.skip, page.limit, found)
 

@@ -12,7 +12,8 @@ import msgspec
 from graphsvc import wire
 from graphsvc.store.accounts import TOKEN_FIELDS, token_fields
 from graphsvc.store.db import Connection, Row, in_list, list_param
-from graphsvc.store.paging import fetch_page
+from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
+from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 FLAG_COLUMNS = ", ".join(wire.COLLECTION_FLAGS)
 ou_refs = msgspec.json.Decoder(list[wire.OUReference])
@@ -382,13 +383,50 @@ async def find_client_ids(conn: Connection, names: Sequence[str]) -> dict[str, s
     return {name: client_id for name, client_id in rows}
 
 
-async def list_client_ids(conn: Connection, skip: int, limit: int) -> tuple[int, list[str]]:
-    """One page of live clients' ids, by name, with the total."""
+# The reference's client filters (its OpenAPI's ListClients) and sort columns.
+CLIENT_FILTERS = {
+    **{
+        name: FilterColumn(name, "text", EQUALITY)
+        for name in ("name", "ip_address", "hostname", "configured_user", "version")
+    },
+    "user_sid": FilterColumn("user_sid", "text", EQUALITY, nullable=True),
+    "domain_controller": FilterColumn("domain_controller", "text", EQUALITY, nullable=True),
+    "id": FilterColumn("id", "uuid", EQUALITY),
+    "current_job_id": FilterColumn("current_job_id", "int", RANGE, nullable=True),
+    "completed_job_count": FilterColumn("completed_job_count", "int", RANGE, bits=32),
+    "last_checkin": FilterColumn("last_checkin", "time", RANGE, nullable=True),
+    "created_at": FilterColumn("created_at", "time", RANGE),
+    "updated_at": FilterColumn("updated_at", "time", RANGE),
+    "deleted_at": FilterColumn("deleted_at", "time", RANGE, nullable=True),
+}
+CLIENT_SORT_COLUMNS = {
+    name: name
+    for name in (
+        "name",
+        "ip_address",
+        "hostname",
+        "configured_user",
+        "last_checkin",
+        "completed_job_count",
+        "created_at",
+        "updated_at",
+        "deleted_at",
+    )
+}
+
+
+async def list_client_ids(
+    conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey], skip: int, limit: int
+) -> tuple[int, list[str]]:
+    """One page of the live clients' ids the filters let through, by name unless sorted,
+    with the total."""
+    args: list[Any] = []
+    conditions = ["deleted_at IS NULL", *filter_conditions(filters, CLIENT_FILTERS, args)]
     total, rows = await fetch_page(
         conn,
-        """SELECT id, count(*) OVER () FROM clients WHERE deleted_at IS NULL
-        ORDER BY name, id""",
-        [],
+        f"""SELECT id, count(*) OVER () FROM clients WHERE {" AND ".join(conditions)}
+        ORDER BY {order_clause(sort, CLIENT_SORT_COLUMNS, "name, id")}""",
+        args,
         skip,
         limit,
     )
