@@ -26,8 +26,18 @@ fi
 # Creates the PostgreSQL database when the role may (else says how), and migrates.
 .venv/bin/graphsvc db upgrade >&2
 # The demo's credentials, for this store: loaded now, or renewed if it was loaded before.
-# The file holds the admin secret and token key: private.
-demo="$GRAPHSVC_DATA_DIR/demo.json"
+# The file holds the admin secret and token key: private. One file per store, so that a
+# PostgreSQL quickstart in the same clone leaves the SQLite store's credentials alone.
+if [ -n "${GRAPHSVC_DATABASE_URL:-}" ]; then
+  store=$(.venv/bin/python -c 'import re, sys, urllib.parse as u
+url = u.urlsplit(sys.argv[1])
+kind = url.scheme.split("+")[0]
+where = url.path if kind == "sqlite" else f"{url.hostname}-{url.port or 5432}{url.path}"
+print(re.sub(r"[^A-Za-z0-9._]+", "-", f"{kind}-{where}").strip("-"))' "$GRAPHSVC_DATABASE_URL")
+  demo="$GRAPHSVC_DATA_DIR/demo-$store.json"
+else
+  demo="$GRAPHSVC_DATA_DIR/demo.json"
+fi
 mkdir -p "$GRAPHSVC_DATA_DIR"
 (umask 077 && .venv/bin/graphsvc demo --json > "$demo.tmp") && mv "$demo.tmp" "$demo"
 
@@ -46,6 +56,8 @@ done
 
 .venv/bin/graphsvc examples "$demo" --base-url "$base"
 echo
-echo "# Serving on $base (Ctrl-C stops). Fresh signed examples, from a second terminal:"
-echo "#   .venv/bin/graphsvc examples $demo --base-url $base"
+echo "# Serving on $base (Ctrl-C stops). From a second terminal, this server for the"
+echo "# README's commands, and fresh signed examples:"
+echo "#   export GRAPHSVC_URL=$base GRAPHSVC_DATA_DIR=$GRAPHSVC_DATA_DIR"
+echo "#   .venv/bin/graphsvc examples $demo"
 wait "$server"

@@ -15,12 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import argon2
 import asyncpg
@@ -41,7 +43,13 @@ from graphsvc.demo.dataset import DemoResult, create_demo
 from graphsvc.ingest import IngestResult, ingest_files
 from graphsvc.logs import JsonLines
 from graphsvc.settings import Settings
-from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
+from graphsvc.store.db import (
+    Connection,
+    MissingDatabase,
+    asyncpg_dsn,
+    create_missing_database,
+    run_in_transaction,
+)
 from graphsvc.store.migrate import upgrade_schema
 
 T = TypeVar("T")
@@ -57,6 +65,8 @@ def with_database(url: str, name: str) -> str:
 POSTGRES_URL = os.environ.get(
     "GRAPHSVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
+# How every skip (or failure) for want of PostgreSQL begins: the terminal summary counts them.
+POSTGRES_UNAVAILABLE = "PostgreSQL unavailable at "
 # Each xdist worker (gw0, gw1, ...) empties and uses a Redis database of its own: 15, 14, ...
 XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
 BASE_REDIS_URL = os.environ.get("GRAPHSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -84,6 +94,7 @@ SLOW_FILES = (
     "test_login_throttle.py",
     "test_replicas.py",
     "test_reference_sdk.py",
+    "test_load_balancer.py",
 )
 
 
@@ -97,21 +108,49 @@ def pytest_configure(config: pytest.Config) -> None:
     crypto.password_hasher = argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST)
 
 
+def masked_url(url: str) -> str:
+    """The URL with its password (if any) as ***."""
+    parts = urlsplit(url)
+    userinfo, at, hostinfo = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+
+
 def postgres_reachable() -> str | None:
+    """None when PostgreSQL answers at POSTGRES_URL, else why not. A server that answers
+    without the URL's database gets it created (from its `postgres` database), if the role
+    may: the tests make their own databases from a connection to that one."""
+    dsn = asyncpg_dsn(POSTGRES_URL)
+
     async def probe() -> None:
-        conn = await asyncpg.connect(asyncpg_dsn(POSTGRES_URL), timeout=3)
+        conn = await asyncpg.connect(dsn, timeout=3)
         await conn.close()
 
+    async def probe_or_create() -> None:
+        try:
+            await probe()
+        except asyncpg.InvalidCatalogNameError:
+            # Every xdist worker may find it missing at once: one creates it, the others
+            # find it made (or half made) by then.
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+                await create_missing_database(dsn)
+            await probe()
+
     try:
-        asyncio.run(probe())
+        asyncio.run(probe_or_create())
+    except MissingDatabase as exc:  # the server answers, but the role may not CREATE DATABASE
+        return str(exc)
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         return str(exc) or type(exc).__name__
     return None
 
 
 def refuse_without_service(service: str, url: str, problem: str) -> None:
-    """Skip the test, or in CI (or with GRAPHSVC_TEST_REQUIRE_SERVICES) fail it."""
-    message = f"{service} at {url} is not reachable: {problem}"
+    """Skip the test, or in CI (or with GRAPHSVC_TEST_REQUIRE_SERVICES) fail it. The message
+    begins `{service} unavailable at`, as `pytest_terminal_summary` looks for."""
+    message = f"{service} unavailable at {masked_url(url)}: {problem}"
     if REQUIRE_SERVICES:
         pytest.fail(message)
     pytest.skip(message)
@@ -122,6 +161,48 @@ def require_postgres() -> None:
     problem = postgres_reachable()
     if problem is not None:
         refuse_without_service("PostgreSQL", POSTGRES_URL, problem)
+
+
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """Why a report was skipped: its longrepr is (path, line, "Skipped: reason"), also
+    when an xdist worker sent it to the controller."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple | list) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Iterator[None]:
+    """Says loudly when the PostgreSQL half of the suite did not run: its skips are otherwise
+    lines among the others. The outermost wrapper, so it comes after the short test summary,
+    just above the counts. Runs in the xdist controller, which holds every worker's reports."""
+    yield
+    reasons = [
+        skip_reason(report)
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report, pytest.TestReport | pytest.CollectReport)
+    ]
+    ours = [reason for reason in reasons if reason.startswith(POSTGRES_UNAVAILABLE)]
+    if not ours:
+        return
+    tried = masked_url(POSTGRES_URL)
+    problems = sorted({reason.removeprefix(f"{POSTGRES_UNAVAILABLE}{tried}: ") for reason in ours})
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("!", "PostgreSQL NOT TESTED", red=True, bold=True)
+    write(
+        f"POSTGRESQL NOT TESTED: {len(ours)} test(s) skipped, no usable PostgreSQL at {tried}",
+        red=True,
+        bold=True,
+    )
+    for problem in problems:
+        write(f"  {problem}")
+    write(
+        "  To run them: start PostgreSQL there, or set GRAPHSVC_TEST_DATABASE_URL to a server "
+        "and role that may create databases (postgresql://USER:PASSWORD@HOST:PORT/DBNAME; "
+        "DBNAME is created if missing). GRAPHSVC_TEST_REQUIRE_SERVICES=1 makes them fail "
+        "instead of skipping."
+    )
 
 
 def peak_memory_kib(pid: int) -> int:
@@ -499,17 +580,27 @@ def served(
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A `graphsvc serve` process of the test's own with these GRAPHSVC_* variables (and
     any further `serve` arguments); yields its base URL and the process once /health
-    answers, and stops it afterwards. `preexec_fn` runs in the child before it starts."""
+    answers, and stops it afterwards. `preexec_fn` runs in the child before it starts.
+
+    Its standard error goes to a file, `process.stderr` once it has stopped: a pipe nobody
+    reads while it serves fills at 64 KiB (a slow start's request lines at level info),
+    and a server blocked writing to it never stops."""
     port = free_port()
+    logged = tempfile.TemporaryFile()  # noqa: SIM115 - open past the block, for the test to read
     process = subprocess.Popen(
         [sys.executable, "-m", "graphsvc", "serve", "--port", str(port), *arguments],
         env={**os.environ, "GRAPHSVC_LOG_LEVEL": "warning", **environment},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=logged,
         preexec_fn=preexec_fn,
         start_new_session=True,  # its own process group, workers included (see below)
     )
     base = f"http://127.0.0.1:{port}"
+
+    def said() -> str:
+        logged.seek(0)
+        return logged.read().decode(errors="replace")
+
     try:
         for _ in range(400):
             try:
@@ -517,7 +608,7 @@ def served(
                     break
             except httpx.TransportError:
                 pass
-            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            assert process.poll() is None, said()
             time.sleep(0.05)
         else:
             raise AssertionError(f"{base}/health did not answer 200 within 20 s")
@@ -534,6 +625,9 @@ def served(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise
+        finally:
+            logged.seek(0)
+            process.stderr = logged  # what it wrote, for the test to read
 
 
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:

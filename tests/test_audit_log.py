@@ -59,6 +59,30 @@ def test_command_line_changes_are_kept_too(env: Env) -> None:
     assert event["actor_id"] == "" and event["actor_name"].startswith("command line (")
 
 
+def test_login_attempts_are_kept_as_the_reference_keeps_them(env: Env) -> None:
+    assert env.send_login("admin", "wrong").status_code == 401
+    assert env.send_login("nobody", "admin-secret").status_code == 401
+    succeeded = env.send_login("admin", "admin-secret")
+    assert succeeded.status_code == 200
+    newest, unknown, wrong = logs(env, "action=eq:LoginAttempt")
+    admin = user_id_of(env, env.token)
+    assert (newest["actor_id"], newest["actor_name"], newest["status"]) == (
+        admin,
+        "admin",
+        "success",
+    )
+    assert newest["request_id"] == succeeded.headers["requestid"]
+    assert (wrong["actor_id"], wrong["actor_name"], wrong["status"]) == (admin, "admin", "failure")
+    assert wrong["fields"]["reason"] == "invalid username or secret"
+    assert (unknown["actor_id"], unknown["actor_name"], unknown["status"]) == (
+        "",
+        "nobody",
+        "failure",
+    )
+    assert "admin-secret" not in str(logs(env)) and "wrong" not in str(wrong["fields"])
+    assert len(logs(env, "status=eq:failure")) == 2
+
+
 def test_window_paging_filters_and_sort(env: Env) -> None:
     for name in ("olga", "paul", "quin"):
         body = {"principal": name, "roles": [1]}

@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import time
+import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,8 +17,12 @@ import jwt
 import pytest
 from starlette.testclient import TestClient
 
+from graphsvc.accounts import tokens
 from graphsvc.api.app import create_app
+from graphsvc.api.auth import Authenticator, Identity, TokenRefused
+from graphsvc.api.web import Request
 from graphsvc.crypto import sign_request
+from graphsvc.errors import ApiError
 from graphsvc.store.db import Connection
 from tests.conftest import Env, make_settings, signed_headers
 
@@ -225,7 +232,8 @@ def test_a_replay_outside_the_wider_window_is_refused_under_the_compatibility_se
             {"Authorization": "svcsignature 00000000-0000-4000-8000-000000000000"},
             "invalid signature or unknown token id",
         ),
-        ({"Authorization": "svcsignature not-a-uuid"}, "invalid signature or unknown token id"),
+        ({"Authorization": "svcsignature not-a-uuid"}, "malformed token id"),
+        ({"Authorization": "svcsignature a b"}, "malformed token id"),
     ],
 )
 def test_each_authentication_failure_is_401_saying_what_failed(
@@ -240,6 +248,93 @@ def test_each_authentication_failure_is_401_saying_what_failed(
     assert response.status_code == 401
     assert expected in message(response)
     assert response.json()["errors"][0]["context"] == "auth"
+
+
+def refusal(env: Env, headers: dict[str, str], upload: bool = False) -> ApiError:
+    """What the authenticator raises for a GET of AGG with these headers (for an upload, what
+    it raises before the body, from the headers alone)."""
+    path, _, query = AGG.partition("?")
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    checker = Authenticator(env.settings, b"jwt-key", env.keys)
+
+    async def work(conn: Connection) -> ApiError:
+        request = Request(scope, receive, {}, 1000, 10.0, 100)
+        with pytest.raises(ApiError) as raised:
+            if upload:
+                found = await checker.authenticate_headers(conn, request)
+                assert not isinstance(found, Identity)
+                found.claimed_identity()
+            else:
+                await checker.authenticate(conn, request)
+        return raised.value
+
+    return env.run_in_transaction(work)
+
+
+def revoked_token(env: Env) -> tokens.CreatedToken:
+    token = env.user_with_token("leaver", "User")
+    uri = f"/api/v2/tokens/{token.id}"
+    assert env.request("DELETE", uri, env.signed_headers("DELETE", uri)).status_code == 200
+    return token
+
+
+def test_an_unknown_revoked_or_wrongly_signed_token_is_told_alike_and_recorded_apart(
+    env: Env,
+) -> None:
+    """The caller cannot tell an unknown token id from a revoked token or a wrong signature
+    (it could find out which ids exist); the error carries which it was for the audit log."""
+    revoked = revoked_token(env)
+    unknown = tokens.CreatedToken(str(uuid.uuid4()).upper(), "k" * 40, None)
+    wrong_key = tokens.CreatedToken(env.token.id, "not-the-key", None)
+    cases = [(unknown, "unknown_token"), (revoked, "revoked_token"), (wrong_key, "bad_signature")]
+    answers = set()
+    for token, failure in cases:
+        headers = env.signed_headers("GET", AGG, token)
+        raised = refusal(env, headers)
+        assert isinstance(raised, TokenRefused)
+        assert (raised.status, raised.code) == (401, "signature_or_unknown_token")
+        assert raised.audit_fields == {"auth_failure": failure, "token_id": token.id.lower()}
+        response = env.request("GET", AGG, headers)
+        assert response.status_code == 401
+        answers.add((raised.message, str(response.json()["errors"])))
+    assert answers == {
+        (
+            "invalid signature or unknown token id",
+            "[{'context': 'auth', 'message': 'invalid signature or unknown token id'}]",
+        )
+    }
+    # An upload's token is checked before its body: unknown and revoked are alike there too.
+    for token, failure in cases[:2]:
+        raised = refusal(env, env.signed_headers("GET", AGG, token), upload=True)
+        assert isinstance(raised, TokenRefused) and raised.message == "unknown token id"
+        assert raised.audit_fields == {"auth_failure": failure, "token_id": token.id.lower()}
+
+
+def test_the_audit_event_of_a_refused_token_says_why(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    revoked = revoked_token(env)
+    caplog.set_level(logging.INFO, logger="graphsvc.audit")
+    assert env.get(AGG, token=revoked).status_code == 401
+    failed = [
+        fields
+        for record in caplog.records
+        if record.name == "graphsvc.audit"
+        and (fields := record.__dict__["fields"])["event"] == "auth.failed"
+    ]
+    assert failed and failed[-1]["auth_failure"] == "revoked_token"
+    assert failed[-1]["token_id"] == revoked.id
 
 
 def test_signature_of_another_method_or_body_fails(env: Env) -> None:
@@ -283,6 +378,24 @@ def test_last_access_is_recorded_once_a_minute(env: Env) -> None:
     time.sleep(0.2)
     assert after_first > before
     assert env.run_in_transaction(last_access) == after_first
+
+
+def test_every_token_used_gets_its_last_access_even_when_used_at_once(env: Env) -> None:
+    """Twenty tokens, each signing one request, all at once: a token used while another
+    one's last access is being written still gets its own (it was once dropped)."""
+    used = [env.user_with_token(f"user{n}", "Read-Only") for n in range(20)]
+    with ThreadPoolExecutor(len(used)) as pool:
+        answers = list(pool.map(lambda token: env.get(AGG, token=token), used))
+    assert [answer.status_code for answer in answers] == [200] * len(used)
+
+    async def never_used(conn: Connection) -> list[str]:
+        rows = await conn.fetch("SELECT id FROM auth_tokens WHERE last_access = created_at")
+        return sorted(str(row[0]) for row in rows)
+
+    deadline = time.monotonic() + 10
+    while waiting := set(env.run_in_transaction(never_used)) & {t.id for t in used}:
+        assert time.monotonic() < deadline, f"{len(waiting)} of 20 tokens never written"
+        time.sleep(0.05)
 
 
 # --- roles and permissions --------------------------------------------------------------

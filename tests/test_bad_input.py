@@ -147,3 +147,27 @@ def test_account_bodies_the_store_cannot_take_are_400_naming_the_field(
     assert response.status_code == 400, response.text
     error = first_error(response)
     assert error["context"] == context and named in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "takes"),
+    [
+        (
+            "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8&run_id=x",
+            "this operation takes end, limit, schema_environment_kind_id",
+        ),
+        ("/api/v2/azure-tenants/T1/data-quality-stats?run_id=x", "this operation takes end"),
+        ("/api/v2/ad-domains/D1/data-quality-stats?run_id=x", "this operation takes end"),
+        ("/api/v2/saml/providers/1?run_id=x", "this operation takes no query parameters"),
+        ("/api/v2/self?run_id=x", "this operation takes no query parameters"),
+    ],
+)
+def test_a_query_parameter_an_operation_does_not_take_is_400_naming_it(
+    env: Env, uri: str, takes: str
+) -> None:
+    """Ignored, `run_id=...` would read as a filter that applied."""
+    response = env.get(uri)
+    assert response.status_code == 400, response.text
+    (error,) = response.json()["errors"]
+    assert error["context"] == "run_id"
+    assert error["message"].startswith("unknown query parameter 'run_id': " + takes), error

@@ -78,3 +78,31 @@ def test_an_interrupt_other_than_the_budget_is_not_retried(tmp_path: Path) -> No
 
     assert asyncio.run(work()) == "OperationalError"
     assert calls == [1]
+
+
+def test_a_write_cancelled_at_its_begin_or_commit_leaves_no_lock_behind(tmp_path: Path) -> None:
+    """Cancelled at every step of its first moments (BEGIN runs on a worker thread and may
+    complete as the cancel lands), a write transaction never leaves SQLite's one write lock
+    held: the next write gets it at once. Seen as 503s after a cancelled keep-alive write."""
+    database = SQLiteDatabase(tmp_path / "store.sqlite3", pool_size=2)
+
+    async def write() -> None:
+        async with database.transaction() as conn:
+            await conn.execute("CREATE TABLE IF NOT EXISTS t (n INTEGER)")
+            await conn.execute("INSERT INTO t VALUES (1)")
+
+    async def work() -> None:
+        await database.open()
+        try:
+            for steps in range(12):  # the cancel lands after 0, 1, 2... turns of the loop
+                cancelled = asyncio.create_task(write())
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                cancelled.cancel()
+                await asyncio.gather(cancelled, return_exceptions=True)
+                async with asyncio.timeout(3):  # the busy timeout would be 10 s
+                    await write()
+        finally:
+            await database.close()
+
+    asyncio.run(work())

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tests.conftest import POSTGRES_URL, admin_sql, free_port, require_postgres, with_database
 
@@ -131,6 +132,8 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     # Again on the store it made: the demo is found there, with new credentials.
     printed, _ = play_quickstart(folder, {})
     assert_all_succeeded(printed)
+    demo = folder / "data" / "demo.json"
+    assert demo.stat().st_mode & 0o777 == 0o600  # it holds the admin secret and token key
 
 
 def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:
@@ -138,11 +141,19 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     name = f"graphsvc_qs_{uuid.uuid4().hex[:10]}"
     url = with_database(POSTGRES_URL, name)
     folder = fresh_clone(tmp_path / "clone")
+    sqlite_demo = folder / "data" / "demo.json"  # a SQLite quickstart's, from before
+    sqlite_demo.parent.mkdir()
+    sqlite_demo.write_text('{"kept": true}')
     try:
         outputs, _ = play_quickstart(folder, {"GRAPHSVC_DATABASE_URL": url})
     finally:
         asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     assert_all_succeeded(outputs)
+    # Its credentials in a file of that store's own; the SQLite store's are left alone.
+    assert sqlite_demo.read_text() == '{"kept": true}'
+    parts = urlsplit(url)
+    own = folder / "data" / f"demo-postgresql-{parts.hostname}-{parts.port or 5432}-{name}.json"
+    assert json.loads(own.read_text())["token_id"]
 
 
 def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path: Path) -> None:

@@ -54,3 +54,60 @@ def test_a_bad_value_is_named_by_the_variable_that_holds_it(
     with pytest.raises(ValidationError) as raised:
         Settings()
     assert describe_settings_error(raised.value).startswith(f"{variable}='maybe': ")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("GRAPHSVC_TOKEN_ENCRYPTION_KEY", "short", "=(hidden): must be a Fernet key"),
+        ("GRAPHSVC_TOKEN_ENCRYPTION_KEY", "A" * 43 + "!", "=(hidden): must be a Fernet key"),
+        ("GRAPHSVC_REDIS_URL", "localhost:6379", "='localhost:6379': use redis://host:port/db"),
+        ("GRAPHSVC_REDIS_URL", "http://r:6379/0", "='http://r:6379/0': use redis://host:port/db"),
+        ("GRAPHSVC_REDIS_URL", "redis://r:6379/x", "the database index 'x' must be a whole"),
+    ],
+)
+def test_keys_and_redis_urls_are_checked_at_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    described = describe_settings_error(raised.value)
+    assert described.startswith(variable) and said in described, described
+    assert "short" not in described  # a key is never shown, even a wrong one
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:6379/0", "rediss://h:6380", "redis+unix:///run/redis.sock"]
+)
+def test_redis_urls_of_every_kind_are_taken(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("GRAPHSVC_REDIS_URL", url)
+    assert Settings().redis_url == url
+
+
+def test_a_damaged_generated_key_file_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from graphsvc.settings import SettingsFileError
+
+    monkeypatch.setenv("GRAPHSVC_DATA_DIR", str(tmp_path))
+    settings = Settings()
+    key = settings.resolved_token_encryption_key()  # generated, and kept
+    assert settings.resolved_token_encryption_key() == key
+    (tmp_path / "token-encryption.key").write_text("edited by hand\n")
+    with pytest.raises(SettingsFileError, match=r"token-encryption\.key does not hold a Fernet"):
+        settings.resolved_token_encryption_key()
+
+
+def test_a_redis_password_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHSVC_REDIS_URL", "redis://:s3cretpw@127.0.0.1:6379/abc")
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    described = describe_settings_error(raised.value)
+    assert "s3cretpw" not in described and "redis://:***@127.0.0.1:6379/abc" in described
+
+
+def test_a_key_pasted_with_a_newline_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
+    monkeypatch.setenv("GRAPHSVC_TOKEN_ENCRYPTION_KEY", key + "\n")
+    assert Settings().resolved_token_encryption_key() == key.encode()

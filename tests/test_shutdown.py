@@ -1,5 +1,6 @@
 """Stopping cleanly: a served request under way when SIGTERM comes is answered before the
-server exits 0; an ingest stopped by SIGTERM rolls back and says so."""
+server exits 0; an ingest stopped by SIGTERM or SIGINT, at any point, rolls back and exits
+130 saying so, or, stopped as it commits, finishes with the data written; never between."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from bench.shapes import LargeDomain
 from graphsvc.store import graph
 from graphsvc.store.db import run_in_transaction
-from tests.conftest import served, server_environment
+from tests.conftest import Templates, served, server_environment
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -41,6 +42,18 @@ def test_sigterm_lets_a_request_under_way_finish(database_url: str, tmp_path: Pa
 def test_an_ingest_stopped_by_sigterm_rolls_back(database_url: str, tmp_path: Path) -> None:
     folder = tmp_path / "collection"
     LargeDomain.of_size("STOP.LOCAL", "S-1-5-21-5-5-5", 30_000).write(folder)
+    process = start_ingest(database_url, folder, tmp_path)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted: the transaction was rolled back, nothing was written" in stderr
+    assert "Traceback" not in stderr
+    assert asyncio.run(run_in_transaction(database_url, graph.count_graph)) == (0, 0)
+
+
+def start_ingest(database_url: str, folder: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    """`graphsvc ingest` of `folder`, once it has begun reading files."""
     environment = {**os.environ, **server_environment(database_url, tmp_path)}
     process = subprocess.Popen(
         [sys.executable, "-m", "graphsvc", "ingest", str(folder)],
@@ -50,12 +63,85 @@ def test_an_ingest_stopped_by_sigterm_rolls_back(database_url: str, tmp_path: Pa
         text=True,
     )
     assert process.stderr is not None
-    read = [process.stderr.readline() for _ in range(2)]  # it has begun reading files
-    assert any("reading" in line for line in read), read
-    time.sleep(1.0)
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 1, stderr
-    assert "interrupted: the transaction was rolled back, nothing was written" in stderr
-    assert "Traceback" not in stderr
-    assert asyncio.run(run_in_transaction(database_url, graph.count_graph)) == (0, 0)
+    first = process.stderr.readline()
+    assert "reading" in first, first
+    return process
+
+
+def test_an_ingest_stopped_at_any_point_is_all_or_nothing(
+    store: str, templates: Templates, tmp_path: Path
+) -> None:
+    """Signals spread over a whole ingest, from its first file to its commit, alternately
+    SIGTERM and SIGINT, each run on a fresh store."""
+
+    def fresh_store(n: int) -> str:
+        if store == "sqlite":
+            return templates.sqlite_copy(tmp_path / f"store-{n}.sqlite3")
+        url = templates.postgres_copy()
+        made.append(url)
+        return url
+
+    made: list[str] = []
+    folder = tmp_path / "collection"
+    LargeDomain.of_size("STOP.LOCAL", "S-1-5-21-5-5-6", 6_000).write(folder)
+    try:
+        url = fresh_store(0)
+        whole = start_ingest(url, folder, tmp_path)
+        began = time.monotonic()  # from its first file, as each stop below
+        _, stderr = whole.communicate(timeout=300)
+        duration = time.monotonic() - began
+        assert whole.returncode == 0, stderr
+        expected = asyncio.run(run_in_transaction(url, graph.count_graph))
+        assert expected[0] > 6_000 and expected[1] > 0
+
+        outcomes = []
+        for n, share in enumerate([0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97, 1.05], 1):
+            url = fresh_store(n)
+            process = start_ingest(url, folder, tmp_path)
+            time.sleep(duration * share)
+            sent = signal.SIGTERM if n % 2 else signal.SIGINT
+            process.send_signal(sent)
+            # Within seconds, whatever it was doing: 60 s only bounds a hang.
+            stdout, stderr = process.communicate(timeout=60)
+            counts = asyncio.run(run_in_transaction(url, graph.count_graph))
+            assert "Traceback" not in stderr, stderr
+            if process.returncode == 130:
+                assert "interrupted: the transaction was rolled back" in stderr, stderr
+                assert counts == (0, 0), (share, sent, counts)
+                outcomes.append("rolled back")
+            else:
+                assert process.returncode == 0, (share, sent, process.returncode, stderr)
+                assert counts == expected, (share, sent, counts)
+                assert "ingested" in stdout or stdout.strip(), stdout
+                outcomes.append("written")
+        # The early signals stop it; a signal past its end finds it finished.
+        assert outcomes[0] == "rolled back" and "written" not in outcomes[:3], outcomes
+    finally:
+        for url in made:
+            templates.drop_postgres_copy(url)
+
+
+def test_a_command_stopped_before_its_transaction_exits_130_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Stopped while it waits for a database that never answers (migrating, before any
+    transaction), by either signal."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            process = subprocess.Popen(
+                [sys.executable, "-m", "graphsvc", "domains"],
+                env={
+                    **os.environ,
+                    "GRAPHSVC_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{port}/never",
+                    "GRAPHSVC_DATA_DIR": str(tmp_path / "data"),
+                },
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            time.sleep(2.0)  # well into its wait for the database
+            process.send_signal(stop)
+            _, stderr = process.communicate(timeout=30)
+            assert process.returncode == 130, (stop, stderr)
+            assert stderr.strip().endswith("graphsvc: error: interrupted"), stderr
+            assert "Traceback" not in stderr

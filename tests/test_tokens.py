@@ -145,6 +145,39 @@ def test_tokens_on_the_command_line(env: Env) -> None:
     assert bad.exit_code == 1 and "--expires-in" in bad.stderr
 
 
+def test_a_token_never_used_is_listed_as_such(env: Env) -> None:
+    """`token list` says `last used never` until the token signs a request, then when it
+    last did; its --json shows `last_access` as GET /api/v2/tokens does (the creation time,
+    until the first use)."""
+    made = env.cli("token", "create", "--user", "admin", "--name", "fresh", "--json")
+    assert made.exit_code == 0, made.output
+    created = json.loads(made.stdout)
+
+    def listed() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        text = env.cli("token", "list", "--user", "admin").stdout
+        line = next(line for line in text.splitlines() if line.startswith(created["id"]))
+        mine = json.loads(env.cli("token", "list", "--user", "admin", "--json").stdout)
+        uri = f"/api/v2/tokens?id={created['id']}"
+        (over_http,) = send(env, "GET", uri).json()["data"]["tokens"]
+        return line, next(t for t in mine if t["id"] == created["id"]), over_http
+
+    line, on_the_command_line, over_http = listed()
+    assert line.endswith("last used never"), line
+    assert on_the_command_line == over_http
+    assert over_http["last_access"] == over_http["created_at"] == created["last_access"]
+
+    fresh = tokens.CreatedToken(created["id"], created["key"], None)
+    assert env.get(AGG, token=fresh).status_code == 200
+    deadline = time.monotonic() + 10
+    while (found := listed())[0].endswith("last used never"):  # written after the answer
+        assert time.monotonic() < deadline, "last_access was not written"
+        time.sleep(0.05)
+    line, on_the_command_line, over_http = found
+    used = datetime.fromisoformat(over_http["last_access"])
+    assert line.endswith(f"last used {used:%Y-%m-%d %H:%M}"), line
+    assert on_the_command_line == over_http and over_http["last_access"] != created["created_at"]
+
+
 @pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_a_token_revoked_on_one_replica_is_refused_by_another(
     database_url: str, tmp_path: Path

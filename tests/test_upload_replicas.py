@@ -8,9 +8,13 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +77,18 @@ class Client:
                 return job
             time.sleep(0.1)
         raise AssertionError(f"job {job_id} did not reach {until}")
+
+
+def assert_graph_as_ingested(database_url: str, collection: Path, tmp_path: Path) -> None:
+    """The store holds the graph `graphsvc ingest` makes of `collection` on a clean store."""
+    clean = f"sqlite:///{tmp_path / 'clean.sqlite3'}"
+    subprocess.run(
+        [sys.executable, "-m", "graphsvc", "ingest", str(collection)],
+        env={**os.environ, **server_environment(clean, tmp_path / "clean")},
+        check=True,
+        capture_output=True,
+    )
+    assert fingerprint(database_url) == fingerprint(clean)
 
 
 def pieces(path: Path, size: int = 64 * 1024) -> Iterator[bytes]:
@@ -184,14 +200,7 @@ def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothi
     assert job["status"] == 2, job["status_message"]
     assert fetch(database_url, "SELECT attempts FROM file_upload_jobs") == [(2,)]
 
-    clean = f"sqlite:///{tmp_path / 'clean.sqlite3'}"
-    subprocess.run(
-        [sys.executable, "-m", "graphsvc", "ingest", str(large_collection)],
-        env={**os.environ, **server_environment(clean, tmp_path / "clean")},
-        check=True,
-        capture_output=True,
-    )
-    assert fingerprint(database_url) == fingerprint(clean)
+    assert_graph_as_ingested(database_url, large_collection, tmp_path)
 
 
 @pytest.mark.parametrize("store", ["postgresql"], indirect=True)
@@ -277,11 +286,12 @@ def test_the_upload_command_sends_a_folder_and_follows_the_job(
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
-def test_the_upload_command_cancels_the_job_it_cannot_finish(
+def test_the_upload_command_refuses_a_file_over_the_servers_limit_before_hashing_it(
     database_url: str, tmp_path: Path
 ) -> None:
-    """A file the server refuses (larger than its cap here) ends the command with the
-    server's error, and the job it started is Canceled, not left Running for an hour."""
+    """The job start's answer tells the limit: a larger file ends the command, naming the
+    file and the limit, before any is hashed or sent, and the job it started is Canceled,
+    not left Running."""
     token = create_uploader(database_url)
     settings = {**FAST_WORKER, "max_upload_bytes": "2000"}
     with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
@@ -293,12 +303,193 @@ def test_the_upload_command_cancels_the_job_it_cannot_finish(
             timeout=120,
         )
     assert refused.returncode == 1
-    assert "HTTP 413" in refused.stderr, refused.stderr
+    assert "bytes is more than the server takes in one upload (2,000 bytes" in refused.stderr
+    assert "GRAPHSVC_MAX_UPLOAD_BYTES" in refused.stderr and "uploading" not in refused.stderr
     assert "file-upload job 1 canceled" in refused.stderr
     assert fetch(database_url, "SELECT status, end_time IS NOT NULL FROM file_upload_jobs") == [
         (3, True)
     ]
     assert fetch(database_url, "SELECT count(*) FROM file_upload_chunks") == [(0,)]
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_upload_command_stopped_by_sigterm_cancels_its_job(
+    database_url: str, tmp_path: Path
+) -> None:
+    token = create_uploader(database_url)
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b" " * (256 * 1024 * 1024))  # hashed, then sent, for a few seconds
+    with served(server_environment(database_url, tmp_path, **FAST_WORKER)) as (base, _):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graphsvc", "upload", "--url", base, str(big)],
+            env={**os.environ, "GRAPHSVC_TOKEN_ID": token.id, "GRAPHSVC_TOKEN_KEY": token.key},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stderr is not None
+        assert "started" in process.stderr.readline()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "file-upload job 1 canceled" in stderr and "graphsvc: error: interrupted" in stderr
+    assert "Traceback" not in stderr
+    assert fetch(database_url, "SELECT status FROM file_upload_jobs") == [(3,)]
+
+
+def upload_to_a_listener(*paths: Path) -> tuple[subprocess.CompletedProcess[str], list[bytes]]:
+    """`graphsvc upload PATHS` run against a socket that answers every request 401: the
+    command's result and the request lines it received. (In a process of its own: a
+    command run in this one leaves SIGTERM blocked, and the servers later tests start
+    would inherit that.)"""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    received: list[bytes] = []
+    done = threading.Event()
+
+    def refuse() -> None:
+        with listener:
+            while not done.is_set():
+                try:
+                    client = listener.accept()[0]
+                except TimeoutError:
+                    continue
+                with client:
+                    received.append(client.recv(65536).split(b"\r\n", 1)[0])
+                    body = b'{"errors": [{"context": "auth", "message": "refused here"}]}'
+                    client.sendall(
+                        b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+                    )
+
+    refuser = threading.Thread(target=refuse)
+    refuser.start()
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        result = subprocess.run(
+            [sys.executable, "-m", "graphsvc", "upload", "--url", url, "--timeout", "5"]
+            + [str(path) for path in paths],
+            env={
+                **os.environ,
+                "GRAPHSVC_TOKEN_ID": str(uuid.uuid4()),
+                "GRAPHSVC_TOKEN_KEY": "token-key",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        done.set()
+        refuser.join()
+    return result, received
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("notes.txt", b"meeting notes\n"),
+        ("users.json", b""),
+        ("blank.json", b" \r\n\t" * 1000),
+        ("computers.json", b'\xef\xbb\xbf  "a string"'),
+        ("collection.zip", b"not a zip at all"),
+    ],
+)
+def test_the_upload_command_refuses_a_file_not_collector_json_or_a_zip_before_any_job(
+    tmp_path: Path, name: str, content: bytes
+) -> None:
+    """One error line names the file and what is taken, and no request is sent: no job is
+    started that the server would fail."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    result, received = upload_to_a_listener(path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"graphsvc: error: {path}: not collector JSON or a zip "
+        "file; upload takes JSON files (starting with { or [), zip files, and folders of .json "
+        "and .zip files"
+    ]
+    assert received == []
+
+
+def test_the_upload_command_takes_json_and_zips_by_their_content_and_folders_as_before(
+    tmp_path: Path,
+) -> None:
+    """Whatever their names: JSON past a byte-order mark and blanks, and a zip. A folder
+    still sends its .json and .zip files, unread, and leaves the rest."""
+    (tmp_path / "export.txt").write_bytes(b'\xef\xbb\xbf \n [{"meta": {}}]')
+    with zipfile.ZipFile(tmp_path / "collection.bin", "w") as archive:
+        archive.writestr("users.json", "{}")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "users.json").write_bytes(b"")
+    (folder / "notes.txt").write_bytes(b"not sent")
+    result, received = upload_to_a_listener(
+        tmp_path / "export.txt", tmp_path / "collection.bin", folder
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "graphsvc: error: POST /api/v2/file-upload/start: HTTP 401: refused here"
+    ]
+    assert received == [b"POST /api/v2/file-upload/start HTTP/1.1"]
+
+
+def test_the_upload_client_reports_the_answer_of_a_server_that_stops_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server (or proxy) that answers 413 at once and closes: the client, still sending,
+    reports that answer, not the connection reset."""
+    from graphsvc.cli.upload import Server
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def refuse_one() -> None:
+        with listener, listener.accept()[0] as client:
+            client.recv(65536)  # the headers, and perhaps a little of the body
+            body = b'{"errors": [{"context": "body", "message": "request body is too large"}]}'
+            client.sendall(
+                b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            )
+            client.shutdown(socket.SHUT_WR)
+            time.sleep(1.0)  # the client's writes now fail; then the connection is reset
+
+    refuser = threading.Thread(target=refuse_one)
+    refuser.start()
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (64 * 1024 * 1024))
+    server = Server(f"http://127.0.0.1:{port}", "token-id", "token-key", 30)
+    with pytest.raises(SystemExit):
+        server.send_file("/api/v2/file-upload/1", big, lambda n: None)
+    refuser.join()
+    said = capsys.readouterr().err
+    assert "HTTP 413: request body is too large" in said, said
+
+
+def test_a_job_stays_alive_while_a_slow_file_arrives(database_url: str, tmp_path: Path) -> None:
+    """The job timeout (3 s here) counts from the client's last sign of life, and a file
+    still arriving is one: a file that takes twice the timeout to send is taken, and the
+    job times out only once its client is silent."""
+    client = Client(create_uploader(database_url))
+    settings = {**FAST_WORKER, "upload_job_timeout_seconds": "3", "body_timeout_seconds": "5"}
+    data = (V6 / "users.json").read_bytes()
+    parts = [data[i : i + 4096] for i in range(0, len(data), 4096)]
+    pause = 6.0 / len(parts)  # about 6 s in all
+
+    def trickle() -> Iterator[bytes]:
+        for part in parts:
+            time.sleep(pause)
+            yield part
+
+    with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
+        job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
+        uri = f"{JOBS}/{job_id}"
+        headers = {**client.headers("POST", uri, data), "Content-Type": "application/json"}
+        slow = httpx.post(base + uri, content=trickle(), headers=headers, timeout=60)
+        assert slow.status_code == 202, slow.text
+        assert client.call(base, "GET", f"{JOBS}?id={job_id}")[0]["status"] == 1
+        job = client.wait(base, job_id, until=(2, 3, 4, 5))
+    assert job["status"] == 4, job
+    assert job["status_message"] == "its client was silent for too long; start a new job"
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)

@@ -166,14 +166,7 @@ def test_a_broken_file_fails_the_job_naming_it_and_leaves_the_graph_as_it_was(
     env, collector = uploading
     ingest(env, V6 / "domains.json")
     nodes, runs = count_rows(env, "nodes"), count_rows(env, "ingest_runs")
-    good = (V6 / "users.json").read_bytes()
-    broken = (V6 / "computers.json").read_bytes()[:5000]
-    job_id = upload(
-        env,
-        collector,
-        [("users.json", good, "application/json"), ("computers.json", broken, "application/json")],
-    )
-    job = wait_for_job(env, collector, job_id)
+    _, job = upload_with_a_broken_file(env, collector)
     assert job["status"] == 5
     assert job["status_message"].startswith("computers.json: not valid JSON"), job
     assert not job["run_id"]["valid"]
@@ -376,13 +369,28 @@ def test_job_rules_and_listing(uploading: tuple[Env, tokens.CreatedToken]) -> No
     assert [j["id"] for j in oldest] == [empty_id, job_id, done]
 
 
+@pytest.mark.parametrize("value", ["eq:00000000-0000-4000-8000-000000000000", "no-such-run"])
+def test_a_run_id_filter_on_the_job_list_is_a_400_naming_it(
+    uploading: tuple[Env, tokens.CreatedToken], value: str
+) -> None:
+    """Jobs show their run_id but cannot be filtered by it: the parameter is refused, not
+    ignored (which would list every job as if it matched)."""
+    env, collector = uploading
+    post(env, START, collector)
+    refused = env.get(f"{JOBS}?run_id={value}", collector)
+    assert refused.status_code == 400
+    (error,) = refused.json()["errors"]
+    assert error["context"] == "run_id"
+    assert error["message"].startswith("the column 'run_id' cannot be filtered; filterable: ")
+
+
 def test_a_job_that_takes_no_file_in_time_times_out(make_env: Callable[..., Env]) -> None:
     env = make_env(ingester=True, ingest_poll_seconds=0.05, upload_job_timeout_seconds=1)
     env.create_admin()
     job_id = post(env, START, env.token).json()["data"]["id"]
     send_file(env, env.token, job_id, "a.json", b"{}", "application/json")
     job = wait_for_job(env, env.token, job_id)
-    assert job["status"] == 4 and job["status_message"].startswith("no file arrived in time")
+    assert job["status"] == 4 and job["status_message"].startswith("its client was silent")
     assert count_rows(env, "file_upload_chunks") == 0
 
 
@@ -507,10 +515,10 @@ def test_each_file_of_a_completed_job_has_its_result(
     assert warned == {"azure.json": ["not read: 2 record(s) of AzureHound AZSomethingNew"]}
 
 
-def test_the_file_that_failed_a_job_has_the_error_and_the_others_say_why_they_were_not_read(
-    uploading: tuple[Env, tokens.CreatedToken],
-) -> None:
-    env, collector = uploading
+def upload_with_a_broken_file(
+    env: Env, collector: tokens.CreatedToken
+) -> tuple[int, dict[str, Any]]:
+    """A job of a good users.json and a cut computers.json, ended and waited for."""
     good = (V6 / "users.json").read_bytes()
     broken = (V6 / "computers.json").read_bytes()[:5000]
     job_id = upload(
@@ -518,7 +526,14 @@ def test_the_file_that_failed_a_job_has_the_error_and_the_others_say_why_they_we
         collector,
         [("users.json", good, "application/json"), ("computers.json", broken, "application/json")],
     )
-    job = wait_for_job(env, collector, job_id)
+    return job_id, wait_for_job(env, collector, job_id)
+
+
+def test_the_file_that_failed_a_job_has_the_error_and_the_others_say_why_they_were_not_read(
+    uploading: tuple[Env, tokens.CreatedToken],
+) -> None:
+    env, collector = uploading
+    job_id, job = upload_with_a_broken_file(env, collector)
     assert job["status"] == 5
     tasks = {t["file_name"]: t for t in completed_tasks(env, collector, job_id)}
     assert tasks["computers.json"]["errors"] == [job["status_message"]]

@@ -137,6 +137,42 @@ def test_ones_own_secret_under_manage_self(env: Env) -> None:
     env.login("henry", "set-by-the-admin")
 
 
+def test_an_expired_secret_must_be_changed_first(env: Env) -> None:
+    ivy_id = create(
+        env, principal="ivy", secret="ivys-first-secret", needs_password_reset=True
+    ).json()["data"]["id"]
+    login = env.send_login("ivy", "ivys-first-secret").json()["data"]
+    assert login["auth_expired"] is True
+    session = {"Authorization": f"Bearer {login['session_token']}"}
+    assert env.request("GET", "/api/v2/self", session).status_code == 200
+    refused = env.request("GET", "/api/v2/roles", session)
+    assert refused.status_code == 403
+    assert refused.json()["errors"][0]["message"].startswith("the secret of this user has expired")
+    someone_else = f"{USERS}/{user_id_of(env, env.token)}/secret"
+    body = b'{"secret": "set-by-ivy-for-admin"}'
+    assert env.request("PUT", someone_else, session, content=body).status_code == 403
+    changed = env.request(
+        "PUT",
+        f"{USERS}/{ivy_id}/secret",
+        session,
+        content=b'{"secret": "ivys-own-secret", "current_secret": "ivys-first-secret"}',
+    )
+    assert changed.status_code == 200, changed.text
+    again = env.send_login("ivy", "ivys-own-secret").json()["data"]
+    assert again["auth_expired"] is False
+    fresh = {"Authorization": f"Bearer {again['session_token']}"}
+    assert env.request("GET", "/api/v2/roles", fresh).status_code == 200
+    # An administrator can expire it again; without the flag a secret it sets is not expired.
+    reset = {"secret": "ivys-next-secret", "needs_password_reset": True}
+    assert send(env, "PUT", f"{USERS}/{ivy_id}/secret", reset).status_code == 200
+    assert env.send_login("ivy", "ivys-next-secret").json()["data"]["auth_expired"] is True
+    assert (
+        send(env, "PUT", f"{USERS}/{ivy_id}/secret", {"secret": "ivys-last-secret"}).status_code
+        == 200
+    )
+    assert env.send_login("ivy", "ivys-last-secret").json()["data"]["auth_expired"] is False
+
+
 async def _token_for(env: Env, conn: Any, name: str) -> Any:
     from graphsvc.accounts import tokens
 

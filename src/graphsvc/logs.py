@@ -21,6 +21,7 @@ import logging
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -289,6 +290,10 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level.upper())
     # Migrations run at every start; their steps are not news to an operator.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # The Redis client logs each retry of a connection; graphsvc says once what it means.
+    logging.getLogger("coredis").setLevel(logging.WARNING)
+    # ...and warns on stderr, outside the log, when a Redis refuses its first command.
+    warnings.filterwarnings("ignore", "Unable to determine module support", UserWarning)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import secrets
@@ -33,7 +34,7 @@ class Settings(BaseSettings):
         env_prefix="GRAPHSVC_", use_attribute_docstrings=True, extra="ignore"
     )
 
-    data_dir: Path = default_data_dir()
+    data_dir: Path = Field(default_factory=default_data_dir)
     """Folder for the default SQLite file and for secrets generated on first start."""
 
     database_url: str | None = None
@@ -104,8 +105,8 @@ class Settings(BaseSettings):
     path_index_dir: Path | None = None
     """Where the shortest-path index files shared by processes go; default data_dir/path-index."""
 
-    upload_job_timeout_seconds: int = Field(3600, ge=1)
-    """A file-upload job that takes no file for this long is Timed Out and its files dropped."""
+    upload_job_timeout_seconds: int = Field(600, ge=1)
+    """A running file-upload job whose client is silent this long is Timed Out, files dropped."""
 
     header_timeout_seconds: float = Field(10.0, gt=0)
     """A request's headers must arrive within this long of its first byte; else 408, closed."""
@@ -187,6 +188,32 @@ class Settings(BaseSettings):
     def lower_case_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("token_encryption_key")
+    @classmethod
+    def fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        key = value.get_secret_value().strip()  # a newline from a file or a paste
+        if not is_fernet_key(key):
+            raise ValueError(f"must be a Fernet key: {FERNET_KEY_ADVICE}")
+        return SecretStr(key)
+
+    @field_validator("redis_url")
+    @classmethod
+    def redis_location(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        scheme, separator, rest = value.partition("://")
+        if not separator or scheme not in REDIS_SCHEMES or not rest.strip("/"):
+            raise ValueError(
+                "use redis://host:port/db (rediss:// for TLS, redis+unix:///path/socket)"
+            )
+        if scheme != "redis+unix":
+            index = rest.partition("?")[0].partition("/")[2]
+            if index and not index.isdigit():
+                raise ValueError(f"the database index {index!r} must be a whole number, like /0")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def supported_database(cls, value: str | None) -> str | None:
@@ -218,23 +245,63 @@ class Settings(BaseSettings):
         return read_or_create_secret(self.data_dir / "jwt-signing.key", secrets.token_urlsafe(48))
 
     def resolved_token_encryption_key(self) -> bytes:
+        """The configured key, else the one generated into data_dir (a SettingsFileError if
+        that file no longer holds a key)."""
         if self.token_encryption_key is not None:
             return self.token_encryption_key.get_secret_value().encode()
         from cryptography.fernet import Fernet
 
-        fresh = Fernet.generate_key().decode()
-        return read_or_create_secret(self.data_dir / "token-encryption.key", fresh)
+        path = self.data_dir / "token-encryption.key"
+        key = read_or_create_secret(path, Fernet.generate_key().decode())
+        if not is_fernet_key(key.decode(errors="replace")):
+            raise SettingsFileError(
+                f"{path} does not hold a Fernet key (was it edited?): restore it from a "
+                "backup, or set GRAPHSVC_TOKEN_ENCRYPTION_KEY to the key the tokens were "
+                "sealed with"
+            )
+        return key
+
+
+class SettingsFileError(Exception):
+    """A file graphsvc keeps a generated secret in cannot be used; the message says why."""
+
+
+REDIS_SCHEMES = ("redis", "rediss", "redis+unix")
+FERNET_KEY_ADVICE = (
+    'make one with python -c "from cryptography.fernet import Fernet; '
+    'print(Fernet.generate_key().decode())"'
+)
+
+
+def is_fernet_key(text: str) -> bool:
+    """Whether `text` is a Fernet key: 32 bytes in URL-safe base64 (44 characters)."""
+    try:
+        return len(text) == 44 and len(base64.urlsafe_b64decode(text.encode())) == 32
+    except ValueError:
+        return False
 
 
 def read_or_create_secret(path: Path, fresh: str) -> bytes:
-    """Keep a generated secret in a 0600 file so restarts keep sessions and tokens valid."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Keep a generated secret in a 0600 file so restarts keep sessions and tokens valid; a
+    SettingsFileError naming the file when it cannot be read or made."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip().encode()
-    with os.fdopen(fd, "w") as f:
-        f.write(fresh + "\n")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return path.read_text().strip().encode()
+        with os.fdopen(fd, "w") as f:
+            f.write(fresh + "\n")
+    except UnicodeDecodeError:
+        raise SettingsFileError(
+            f"{path} does not hold a key graphsvc wrote (was it edited?): restore it from a "
+            "backup, or set the key's GRAPHSVC_ variable"
+        ) from None
+    except OSError as exc:
+        raise SettingsFileError(
+            f"{path}: {exc.strerror}: GRAPHSVC_DATA_DIR must be a folder graphsvc may write "
+            "(it keeps generated keys there)"
+        ) from None
     return fresh.encode()
 
 
@@ -254,7 +321,7 @@ def describe_settings_error(error: ValidationError) -> str:
         name = str(problem["loc"][0])
         variable = variable_of(name)
         shown = "(hidden)" if name in SECRET_SETTINGS else repr(problem.get("input"))
-        if name == "database_url" and isinstance(problem.get("input"), str):
+        if name in ("database_url", "redis_url") and isinstance(problem.get("input"), str):
             shown = repr(redact_url(problem["input"]))
         parts.append(f"{variable}={shown}: {message}")
     return "; ".join(parts)

@@ -41,6 +41,31 @@ async def store_audit_events(
     )
 
 
+async def store_login_attempt(
+    conn: Connection,
+    events: Sequence[AuditEvent],
+    user_id: str | None,
+    username: str,
+    request_id: str,
+    source: str,
+    retention_days: int,
+    succeeded: bool,
+) -> None:
+    """Keep a login's events as the reference does (LoginAttempt, success or failure), its
+    actor the user tried: `user_id` None if no user has that name. A failed login is stored
+    in a transaction of its own; the login throttle bounds how many a client can write."""
+    now = datetime.now(UTC)
+    await audit.insert_audit_events(
+        conn,
+        events,
+        audit.Actor(user_id, username),
+        request_id,
+        source,
+        now - timedelta(days=retention_days),
+        "success" if succeeded else "failure",
+    )
+
+
 async def list_audit_log(
     conn: Connection, window: Window, filters: Sequence[Filter], sort: Sequence[SortKey], page: Page
 ) -> wire.AuditLogResponse:

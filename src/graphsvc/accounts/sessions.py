@@ -44,7 +44,7 @@ async def open_session(
     await accounts.insert_session(conn, session_id, user.id, now, expires_at)
     await accounts.set_last_login(conn, user.id, now)
     token = issue_jwt(jwt_key, user.id, session_id, expires_at)
-    return wire.LoginResponse(wire.LoginData(user.id, token, auth_expired=False))
+    return wire.LoginResponse(wire.LoginData(user.id, token, auth_expired=user.secret_expired))
 
 
 async def get_self(conn: Connection, caller: Caller) -> wire.SelfResponse:

@@ -76,6 +76,13 @@ async def create_user_token(
     return await create_token(conn, keys, user_id=user_id, name=token_name, expires_at=expires_at)
 
 
+def never_used(token: wire.AuthToken) -> bool:
+    """Whether no request has been signed with the token yet: its `last_access` is its
+    creation time until the first (as `create_token` writes it, and the API shows it), and
+    the time of a use after."""
+    return token.last_access == token.created_at
+
+
 def token_owner(caller: Caller | None, user_id: str | None) -> str | None:
     """The user whose tokens the caller may act on: its own, or (with auth/ManageUsers, or
     on the command line) anyone's; None for every user's."""

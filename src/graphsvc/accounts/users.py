@@ -108,6 +108,8 @@ async def create_user_account(
         body.is_disabled,
         (body.first_name or None, body.last_name or None, body.email_address or None),
     )
+    if body.secret and body.needs_password_reset:
+        await accounts.expire_user_secret(conn, user_id)
     audit(
         "user.created",
         f"user {body.principal} created with role {role_id} by {actor(caller)}",
@@ -126,10 +128,13 @@ async def check_role(conn: Connection, roles: list[int]) -> int:
     return roles[0]
 
 
-async def store_user_secret(conn: Connection, user_id: str, secret: str) -> None:
-    """Keep a new secret's hash; its sessions stay (the demo, which resets its own secret)."""
+async def store_user_secret(
+    conn: Connection, user_id: str, secret: str, expired: bool = False
+) -> None:
+    """Keep a new secret's hash; its sessions stay (the demo, which resets its own secret).
+    `expired`: the user must set another at its next login (`needs_password_reset`)."""
     validate_secret(secret)
-    await accounts.set_user_secret(conn, user_id, hash_secret(secret), datetime.now(UTC))
+    await accounts.set_user_secret(conn, user_id, hash_secret(secret), expired, datetime.now(UTC))
 
 
 async def find_user_by_name(conn: Connection, name: str) -> accounts.UserRow:
@@ -292,10 +297,12 @@ async def set_user_secret(
     if caller is not None and caller.principal.user_id == user_id:
         caller = await confirm_caller(conn, caller, MANAGE_SELF)
         await check_current_secret(conn, user_id, body.current_secret)
+        expired = False  # the user has just chosen it
     else:
         caller = await confirm_manager(conn, caller)
+        expired = body.needs_password_reset
     user = await get_user_row(conn, user_id)
-    await store_user_secret(conn, user_id, body.secret)
+    await store_user_secret(conn, user_id, body.secret, expired)
     await accounts.delete_user_sessions(conn, user_id)
     audit(
         "user.secret_changed",

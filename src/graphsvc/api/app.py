@@ -5,10 +5,12 @@ body."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -17,11 +19,12 @@ import msgspec
 
 from graphsvc.accounts.audit_log import store_audit_events
 from graphsvc.accounts.permissions import Caller
-from graphsvc.api.auth import Authenticator, Identity
+from graphsvc.api.auth import Authenticator, Identity, TokenRefused
 from graphsvc.api.context import Context
 from graphsvc.api.login import PASSWORD_CHECKS_AT_ONCE
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.openapi import build_openapi
+from graphsvc.api.params import Filters, query_names_of, refuse_undeclared_query
 from graphsvc.api.ratelimit import (
     RateLimiter,
     client_address,
@@ -32,6 +35,7 @@ from graphsvc.api.ratelimit import (
 from graphsvc.api.routes import OPERATIONS, Operation
 from graphsvc.api.upload_body import accepted_content_type, receive_upload
 from graphsvc.api.web import (
+    REQUEST_ID_KEY,
     Endpoint,
     Receive,
     Request,
@@ -51,7 +55,7 @@ from graphsvc.api.web import (
     send_response,
 )
 from graphsvc.crypto import KeyBox
-from graphsvc.errors import ApiError, bad_request, not_found
+from graphsvc.errors import ApiError, bad_request, forbidden, not_found
 from graphsvc.graph.paths import PathIndex
 from graphsvc.logs import REQUESTS, audit, log_request_line, recording_audit
 from graphsvc.settings import Settings
@@ -65,6 +69,7 @@ from graphsvc.store.db import (
     is_store_busy,
     redact_url,
 )
+from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 from graphsvc.uploads.ingester import JobIngester, start_ingester
 
 log = logging.getLogger("graphsvc")
@@ -97,7 +102,8 @@ class App:
         )
         self.metrics = Metrics(self.db, self.limiter)
         self.ingester: JobIngester | None = None  # started with the app, when configured
-        self.touching: asyncio.Task[None] | None = None  # a token's last-access write
+        self.touches: dict[str, datetime] = {}  # token id -> last access not yet written
+        self.touching: asyncio.Task[None] | None = None  # the writer of `touches`
         self.context = Context(
             settings,
             self.db,
@@ -110,6 +116,13 @@ class App:
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
             PathIndex(self.db, settings.resolved_path_index_folder()),
         )
+        # The query parameters of each operation without list filters (those name their own
+        # unknown parameters, with the columns they filter).
+        self.query_names = {
+            op.operation_id: query_names_of(op.parameters)
+            for op in OPERATIONS
+            if not any(isinstance(p, Filters) for p in op.parameters)
+        }
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
             by_path.setdefault(op.path, []).append(op)
@@ -204,6 +217,8 @@ class App:
         if audited:
             assert error is not None
             event, what = AUDITED[status]
+            if isinstance(error, TokenRefused):  # why, which the caller is not told
+                fields.update(error.audit_fields)
             audit(event, f"{what}: {error.message}", reason=error.message, **fields)
 
     async def respond(self, scope: Scope, receive: Receive) -> Response:
@@ -269,11 +284,20 @@ class App:
                 return
 
     async def warn_if_redis_is_silent(self) -> None:
-        if self.limiter is not None and not await self.limiter.redis_answers():
+        problem = await self.context.login_failures.find_redis_problem()
+        if problem is not None:
+            answered, reason = problem
+            # Said once here: the limiters count in memory from the start, and say nothing
+            # more until Redis answers again.
+            for limiter in (self.limiter, self.context.login_failures):
+                if limiter is not None:
+                    limiter.note_redis_unreachable()
             log.warning(
-                "Redis at %s does not answer: rate limits and the login throttle count per "
-                "process until it does",
+                "Redis at %s %s (%s): rate limits and the login throttle count per process "
+                "until it answers",
                 redact_url(self.settings.redis_url or ""),
+                "refuses graphsvc's requests" if answered else "does not answer",
+                reason,
             )
 
     # --- the request path of an operation ----------------------------------------------------
@@ -310,7 +334,8 @@ class App:
                     if op.admit is not None:
                         await op.admit(conn, **arguments)
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
-                    await receive_upload(request, spool, content_type, found)
+                    async with self.noting_arrival(op, arguments):
+                        await receive_upload(request, spool, content_type, found)
                     async with connect() as conn:
                         body, wait = await self.run_audited(op, conn, request, identity, decoder)
             else:
@@ -322,12 +347,41 @@ class App:
                     body, wait = await self.run_audited(op, conn, request, identity, decoder)
             self.touch_token(identity)
             headers = {}
+            if op.tells_upload_limit:
+                headers[UPLOAD_LIMIT_HEADER] = str(self.settings.max_upload_bytes)
             prefer = request.headers.get("prefer")
             if prefer is not None and prefer.strip().startswith("wait="):
                 headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
             return json_response(body, op.status, headers)
 
         return endpoint
+
+    @contextlib.asynccontextmanager
+    async def noting_arrival(self, op: Operation, arguments: dict[str, Any]) -> AsyncIterator[None]:
+        """Run `op.receiving` every so often while the block (an upload's body arriving)
+        runs: a slow client's job stays alive for as long as its file keeps coming."""
+        receiving = op.receiving
+        if receiving is None:
+            yield
+            return
+        every = min(60.0, self.settings.upload_job_timeout_seconds / 4)
+
+        async def note() -> None:
+            while True:  # at once (a file beginning to arrive is a sign of life), then again
+                try:
+                    async with self.db.transaction() as conn:
+                        await receiving(conn, **arguments)
+                except DATABASE_ERRORS as exc:  # the next one may land; the timeout is long
+                    log.debug("arrival of an upload not noted: %s", exc)
+                await asyncio.sleep(every)
+
+        noting = asyncio.create_task(note())
+        try:
+            yield
+        finally:
+            noting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await noting
 
     async def run_audited(
         self,
@@ -384,29 +438,41 @@ class App:
         request.scope[CALLER] = caller_fields(identity)
         principal = self.auth.authorize(identity, op.permission)
         request.caller = Caller(principal, identity.token_id, self.auth.permissions_of(principal))
+        names = self.query_names.get(op.operation_id)
+        if names is not None:
+            refuse_undeclared_query(request.query, names)
         arguments: dict[str, Any] = {}
         for parameter in op.parameters:
             value = parameter.parse(request, self.context)
             if parameter.argument is not None:
                 arguments[parameter.argument] = value
+        if principal is not None and principal.secret_expired:
+            refuse_expired_secret(op, principal.user_id, arguments)
         return arguments
 
     def touch_token(self, identity: Identity) -> None:
-        """Note the token's last access, after the answer and one write at a time: on SQLite
-        the write waits behind an ingest's write lock, which a read must not wait for."""
+        """Note the token's last access, after the answer and by one writer at a time: on
+        SQLite the write waits behind an ingest's write lock, which a read must not wait
+        for. A token used while the writer is busy waits for its next round, never dropped."""
         token_id = identity.token_id
-        if token_id is None or self.touching is not None:
+        if token_id is None or not self.auth.token_needs_touch(token_id):
             return
-        if self.auth.token_needs_touch(token_id):
-            self.touching = asyncio.create_task(self.write_token_touch(token_id))
+        self.touches[token_id] = datetime.now(UTC)
+        if self.touching is None:
+            self.touching = asyncio.create_task(self.write_token_touches())
 
-    async def write_token_touch(self, token_id: str) -> None:
+    async def write_token_touches(self) -> None:
         try:
-            async with self.db.transaction() as conn:
-                await accounts.touch_token(conn, token_id, datetime.now(UTC))
-        except DATABASE_ERRORS as exc:
-            log.debug("last access of token %s not written: %s", token_id, exc)
-            self.auth.forget_touch(token_id)  # written by a later request
+            while self.touches:
+                touches, self.touches = self.touches, {}
+                try:
+                    async with self.db.transaction() as conn:
+                        for token_id, when in touches.items():
+                            await accounts.touch_token(conn, token_id, when)
+                except DATABASE_ERRORS as exc:
+                    log.debug("last access of %d tokens not written: %s", len(touches), exc)
+                    for token_id in touches:
+                        self.auth.forget_touch(token_id)  # written by a later request
         finally:
             self.touching = None
 
@@ -415,7 +481,6 @@ BUSY_RETRY_SECONDS = 5
 NO_CONNECTION_RETRY_SECONDS = 1
 UNLIMITED = ("/health", "/ready", "/metrics")  # probes and scrapes, sent often
 CALLER = "graphsvc.caller"  # the scope key the request path notes its caller under
-REQUEST_ID_KEY = "graphsvc.request_id"  # and the request's id
 OPERATION = "graphsvc.operation"  # and the operationId it is
 LOGIN_PATH = "/api/v2/login"  # its failures are audited with the user name tried
 AUDITED = {
@@ -435,6 +500,21 @@ def incoming_request_id(scope: Scope) -> str | None:
         if name == b"x-request-id":
             return value.decode().lower() if REQUEST_ID.fullmatch(value) else None
     return None
+
+
+def refuse_expired_secret(op: Operation, user_id: str, arguments: dict[str, Any]) -> None:
+    """A session of a user whose secret an administrator expired (`needs_password_reset`)
+    may read the user and set its own new secret, nothing else, as the reference's login
+    answer `auth_expired: true` tells its client."""
+    if op.operation_id == "GetSelf":
+        return
+    if op.operation_id == "SetUserSecret" and arguments.get("user_id") == user_id:
+        return
+    raise forbidden(
+        f"the secret of this user has expired: set a new one with PUT "
+        f"/api/v2/bloodhound-users/{user_id}/secret, then log in again",
+        "expired_secret",
+    )
 
 
 def caller_fields(identity: Identity) -> dict[str, str]:

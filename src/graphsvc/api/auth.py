@@ -15,7 +15,7 @@ import jwt
 from graphsvc.api.params import UUID_TEXT, rfc3339, rfc3339_offset
 from graphsvc.api.web import Request
 from graphsvc.crypto import KeyBox, body_key, decode_jwt, encode_signature, signatures_match
-from graphsvc.errors import forbidden, unauthorized
+from graphsvc.errors import ApiError, forbidden, unauthorized
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
@@ -25,8 +25,30 @@ EARLIEST_OFFSET, LATEST_OFFSET = timedelta(hours=-12), timedelta(hours=14)
 SIGNATURE_SCHEMES = ("svcsignature", "bhesignature")  # the second is the reference server's
 TOKEN_TOUCH_INTERVAL = 60.0
 TOKEN_CACHE_SIZE = 10000
-# Signed against when the token id is unknown, so unknown ids and bad signatures cost the same.
+# Signed against when the token may not sign (unknown or revoked), so that those and bad
+# signatures cost the same.
 UNKNOWN_TOKEN_KEY = "graphsvc-unknown-token"  # noqa: S105 - a public placeholder
+# The one answer to an unknown token id, a revoked token and a wrong signature, and its code.
+SIGNATURE_REFUSED = "invalid signature or unknown token id"
+SIGNATURE_REFUSED_CODE = "signature_or_unknown_token"
+BAD_SIGNATURE = "bad_signature"
+
+
+class TokenRefused(ApiError):
+    """A 401 for a token that may not sign, or a signature that does not match: the caller is
+    told the same whichever it was (its message and code, a metric's label, are one), or
+    anyone could find out which token ids exist. `audit_fields` tell the audit log which:
+    `auth_failure` (unknown_token, revoked_token or bad_signature) and the `token_id` sent."""
+
+    def __init__(
+        self,
+        failure: str,
+        token_id: str,
+        message: str = SIGNATURE_REFUSED,
+        code: str = SIGNATURE_REFUSED_CODE,
+    ) -> None:
+        super().__init__(401, message, "auth", code=code)
+        self.audit_fields = {"auth_failure": failure, "token_id": token_id}
 
 
 @dataclass
@@ -65,8 +87,10 @@ class BodySignature:
         self,
         keys: list[bytes],  # the body's signing key, one per form of the URI accepted
         sent: str,
-        identity: Identity | None,  # None: the token id is unknown
+        identity: Identity | None,  # None: the token may not sign (unknown or revoked)
         credentials: accounts.TokenCredentials | None,
+        token_id: str,  # as sent, lower-cased
+        refusal: str | None,  # why there are no credentials (see accounts.TokenLookup)
     ) -> None:
         self.keys = keys
         # Made for the first piece of a body: most requests have none, and one digest call
@@ -75,6 +99,8 @@ class BodySignature:
         self.sent = sent
         self.identity = identity
         self.credentials = credentials
+        self.token_id = token_id
+        self.refusal = refusal or accounts.UNKNOWN_TOKEN
 
     def update(self, chunk: bytes) -> None:
         if self.signers is None:
@@ -90,20 +116,20 @@ class BodySignature:
         valid = False
         for digest in digests:  # every form is compared, so all cost the same
             valid |= signatures_match(encode_signature(digest), self.sent)
-        if self.identity is None or self.credentials is None or not valid:
-            raise unauthorized(
-                "invalid signature or unknown token id", "signature_or_unknown_token"
-            )
+        if self.identity is None or self.credentials is None:
+            raise TokenRefused(self.refusal, self.token_id)
+        if not valid:
+            raise TokenRefused(BAD_SIGNATURE, self.token_id)
         refuse_expired(self.credentials)
         return self.identity
 
     def claimed_identity(self) -> Identity:
         """Who the request says it is, before its body, and so its signature, can be checked:
         an upload's token must be known and current before one byte of its body is stored.
-        (Unlike `verify`, this tells an unknown token id from a bad signature; ids are random
-        UUIDs, so knowing that one exists is of no use without its key.)"""
+        (Unlike `verify`, this tells an unknown or revoked token id from a bad signature; ids
+        are random UUIDs, so knowing that one exists is of no use without its key.)"""
         if self.identity is None or self.credentials is None:
-            raise unauthorized("unknown token id", "unknown_token")
+            raise TokenRefused(self.refusal, self.token_id, "unknown token id", "unknown_token")
         refuse_expired(self.credentials)
         return self.identity
 
@@ -193,6 +219,11 @@ class Authenticator:
     ) -> BodySignature:
         if not token_id:
             raise unauthorized("missing token id after the signature scheme", "missing_credentials")
+        if not UUID_TEXT.fullmatch(token_id):
+            raise unauthorized(
+                "malformed token id after the signature scheme: a token id is a UUID",
+                "malformed_token_id",
+            )
         raw_date = request.headers.get("requestdate")
         if raw_date is None:
             raise unauthorized("missing RequestDate header", "missing_credentials")
@@ -201,9 +232,9 @@ class Authenticator:
         if not sent:
             raise unauthorized("missing Signature header", "missing_credentials")
 
-        credentials = None
-        if UUID_TEXT.fullmatch(token_id):
-            credentials = await self.token_credentials(conn, token_id.lower())
+        token_id = token_id.lower()
+        found = await self.look_up_token(conn, token_id)
+        credentials = found.credentials
         key = (
             UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
         )
@@ -214,19 +245,25 @@ class Authenticator:
         keys = [body_key(key, request.method, uri, raw_date.strip()) for uri in uris]
         identity = None
         if credentials is not None:
-            identity = Identity(credentials.principal, token_id=token_id.lower())
-        return BodySignature(keys, sent.strip(), identity, credentials)
+            identity = Identity(credentials.principal, token_id=token_id)
+        return BodySignature(keys, sent.strip(), identity, credentials, token_id, found.refusal)
 
     async def token_credentials(
         self, conn: Connection, token_id: str
     ) -> accounts.TokenCredentials | None:
+        """The credentials of a token that may sign (see `look_up_token`)."""
+        return (await self.look_up_token(conn, token_id)).credentials
+
+    async def look_up_token(self, conn: Connection, token_id: str) -> accounts.TokenLookup:
         """The token's stored record, reused for `token_cache_seconds`: the lookup is as
-        costly as a simple operation. Unknown ids are not remembered (anyone can send those)."""
+        costly as a simple operation. Unknown and revoked ids are not remembered (anyone can
+        send those)."""
         now = time.monotonic()
         cached = self.tokens.get(token_id)
         if cached is not None and now < cached.until:
-            return cached.credentials
-        credentials = await accounts.find_token_credentials(conn, token_id)
+            return accounts.TokenLookup(cached.credentials, None)
+        found = await accounts.look_up_token(conn, token_id)
+        credentials = found.credentials
         if (
             credentials is None
             or self.settings.token_cache_seconds <= 0
@@ -234,11 +271,11 @@ class Authenticator:
             or self.is_held(owner_of(credentials), now)
         ):
             self.tokens.pop(token_id, None)
-            return credentials
+            return found
         if len(self.tokens) >= TOKEN_CACHE_SIZE:
             self.tokens.clear()
         self.tokens[token_id] = CachedToken(now + self.settings.token_cache_seconds, credentials)
-        return credentials
+        return found
 
     def is_held(self, key: str | None, read_at: float) -> bool:
         """Whether a record read at `read_at` may predate a change to this token or user."""

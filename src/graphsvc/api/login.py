@@ -12,12 +12,14 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.accounts import sessions
+from graphsvc.accounts.audit_log import store_login_attempt
 from graphsvc.api.context import Context
 from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
-from graphsvc.api.web import Request, Response, decode_json, json_response
+from graphsvc.api.web import REQUEST_ID_KEY, Request, Response, decode_json, json_response
 from graphsvc.errors import ApiError, bad_request
-from graphsvc.logs import audit
+from graphsvc.logs import AuditEvent, audit, recording_audit
 from graphsvc.store import accounts
+from graphsvc.store.db import Connection
 
 # Password checks run at most this many at a time (the cores of a small machine); a login
 # waits this long for its turn.
@@ -35,28 +37,46 @@ async def log_in(ctx: Context, request: Request) -> Response:
     address = client_address(request.scope, ctx.settings.trusted_proxies)
     keys = [f"login:user:{body.username}", f"login:address:{address}"]
     await refuse_throttled(ctx.login_failures, keys)
+
+    async def store_attempt(conn: Connection, events: list[AuditEvent], succeeded: bool) -> None:
+        await store_login_attempt(
+            conn,
+            events,
+            user.id if user is not None else None,
+            body.username,
+            request.scope.get(REQUEST_ID_KEY, ""),
+            address,
+            ctx.settings.audit_retention_days,
+            succeeded,
+        )
+
     async with password_check_slot(ctx.password_checks):
         # Again: logins that failed while this one waited count too.
         await refuse_throttled(ctx.login_failures, keys)
-        try:
-            user = await asyncio.to_thread(sessions.verify_login, user, body.secret)
-        except ApiError as exc:
-            if exc.status == 401:
-                for key in keys:
-                    await ctx.login_failures.record_hit(key)
-            audit(
-                "login.failed",
-                f"login as {body.username!r} refused: {exc.message}",
-                user=body.username,
-                client=address,
-                reason=exc.message,
-                code=exc.code,
-            )
-            raise
+        with recording_audit() as events:
+            try:
+                user = await asyncio.to_thread(sessions.verify_login, user, body.secret)
+            except ApiError as exc:
+                if exc.status == 401:
+                    for key in keys:
+                        await ctx.login_failures.record_hit(key)
+                audit(
+                    "login.failed",
+                    f"login as {body.username!r} refused: {exc.message}",
+                    user=body.username,
+                    client=address,
+                    reason=exc.message,
+                    code=exc.code,
+                )
+                async with ctx.db.transaction() as conn:
+                    await store_attempt(conn, events, succeeded=False)
+                raise
     lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
     async with ctx.db.transaction() as conn:
-        reply = await sessions.open_session(conn, user, ctx.auth.jwt_key, lifetime)
-    audit("login", f"user {body.username} logged in", user=body.username, client=address)
+        with recording_audit() as events:
+            reply = await sessions.open_session(conn, user, ctx.auth.jwt_key, lifetime)
+            audit("login", f"user {body.username} logged in", user=body.username, client=address)
+        await store_attempt(conn, events, succeeded=True)
     return json_response(reply)
 
 

@@ -11,6 +11,7 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.api.routes import OPERATIONS, Operation
+from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 from graphsvc.uploads.jobs import ACCEPTED_TYPES
 
 REF = "#/components/schemas/{name}"
@@ -62,6 +63,13 @@ def document_operation(op: Operation) -> dict[str, Any]:
     responses: dict[str, Any] = {
         str(op.status): {"description": HTTPStatus(op.status).phrase, "content": content}
     }
+    if op.tells_upload_limit:
+        responses[str(op.status)]["headers"] = {
+            UPLOAD_LIMIT_HEADER: {
+                "description": "The largest file the server takes in one upload, in bytes",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        }
     for status in op.errors:
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}

@@ -414,6 +414,24 @@ FILTER = re.compile(r"(~eq|eq|neq|gte|gt|lte|lt):(.*)", re.DOTALL)
 OPERATOR_PREFIX = re.compile(r"[~\w]+:")
 
 
+def query_names_of(parameters: Sequence[Parameter]) -> frozenset[str]:
+    """The query parameters an operation takes: those its parameters document."""
+    return frozenset(
+        str(doc["name"]) for p in parameters for doc in p.document() if doc["in"] == "query"
+    )
+
+
+def refuse_undeclared_query(query: Query, names: frozenset[str]) -> None:
+    """A 400 naming the first query parameter the operation does not take (where a lax
+    server would ignore it, and the caller believe its filter applied)."""
+    for name in query:
+        if name not in names:
+            takes = ", ".join(sorted(names)) if names else "no query parameters"
+            raise bad_request(
+                f"unknown query parameter {name!r}: this operation takes {takes}", name
+            )
+
+
 @dataclass(frozen=True)
 class Filters:
     """The reference's list filters, `column=op:value` for the columns named (a bare value

@@ -42,7 +42,7 @@ async def check_readiness(ctx: Context, request: Request) -> Response:
         raise ApiError(503, "database is unreachable", "database") from None
     redis: Literal["ok", "unreachable", "none"] = "none"
     if ctx.settings.redis_url:
-        redis = "ok" if await ctx.login_failures.redis_answers() else "unreachable"
+        redis = "ok" if await ctx.login_failures.find_redis_problem() is None else "unreachable"
     return json_response(wire.ReadyResponse(wire.ReadyData("ready", ctx.db.dialect, redis)))
 
 

@@ -16,8 +16,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from coredis.exceptions import ResponseError
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
+from limits.aio.storage import RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 
@@ -98,6 +99,32 @@ def request_windows(per_second: int, burst: int) -> list[RateLimitItem]:
     ]
 
 
+def connect_redis(url: str) -> RedisStorage:
+    """The counters' storage in the Redis at `url` (connected at its first use)."""
+    return RedisStorage(
+        "async+" + url,
+        wrap_exceptions=True,
+        key_prefix="graphsvc",
+        connect_timeout=REDIS_TIMEOUT_SECONDS,
+        stream_timeout=REDIS_TIMEOUT_SECONDS,
+    )
+
+
+async def find_redis_problem(storage: Storage) -> tuple[bool, str] | None:
+    """What is wrong with a Redis, if anything: (whether it answered, and what it said or
+    why it could not). An answer that is an error (a database index out of range, a wrong
+    password) is a configuration to fix; no answer may pass."""
+    try:
+        async with asyncio.timeout(REDIS_TIMEOUT_SECONDS * 2):
+            await storage.get("graphsvc-probe")
+    except StorageError as exc:
+        answered = isinstance(exc.storage_error, ResponseError)
+        return answered, str(exc.storage_error) or type(exc.storage_error).__name__
+    except (TimeoutError, OSError) as exc:
+        return False, str(exc) or "no answer in time"
+    return None
+
+
 class RateLimiter:
     """Moving windows per key, in Redis when configured (else, or while it is down, in
     this process)."""
@@ -107,25 +134,17 @@ class RateLimiter:
         self.memory = MemoryWindows(self.windows)
         self.redis: MovingWindowRateLimiter | None = None
         if redis_url:
-            storage = RedisStorage(
-                "async+" + redis_url,
-                wrap_exceptions=True,
-                key_prefix="graphsvc",
-                connect_timeout=REDIS_TIMEOUT_SECONDS,
-                stream_timeout=REDIS_TIMEOUT_SECONDS,
-            )
-            self.redis = MovingWindowRateLimiter(storage)
+            self.redis = MovingWindowRateLimiter(connect_redis(redis_url))
         self.redis_failed_at: float | None = None
 
-    async def redis_answers(self) -> bool:
-        """Whether the configured Redis answers now (True when none is configured)."""
-        if self.redis is None:
-            return True
-        try:
-            async with asyncio.timeout(REDIS_TIMEOUT_SECONDS):
-                return bool(await self.redis.storage.check())
-        except (TimeoutError, StorageError, OSError):
-            return False
+    async def find_redis_problem(self) -> tuple[bool, str] | None:
+        """What is wrong with the configured Redis, if anything (see find_redis_problem)."""
+        return None if self.redis is None else await find_redis_problem(self.redis.storage)
+
+    def note_redis_unreachable(self) -> None:
+        """Count in memory from now on, as if a request had found Redis silent (and warned)."""
+        if self.redis is not None:
+            self.redis_failed_at = time.monotonic()
 
     def redis_failing(self) -> bool:
         """Redis is configured but has stopped answering: limits are counted in memory."""

@@ -107,6 +107,12 @@ class Operation:
     # An upload's check of its target, run before its body is read: given the handler's
     # arguments but the upload (it raises what refuses the request).
     admit: Callable[..., Awaitable[None]] | None = None
+    # While an upload's body arrives, run every few seconds in a transaction of its own,
+    # given the same arguments as `admit` (it keeps a job from timing out under a slow file).
+    receiving: Callable[..., Awaitable[None]] | None = None
+    # Its success answer tells the server's upload limit (UPLOAD_LIMIT_HEADER), so that a
+    # client can refuse a file before it spends time hashing it.
+    tells_upload_limit: bool = False
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -425,6 +431,7 @@ OPERATIONS: tuple[Operation, ...] = (
         parameters=(TheCaller(),),
         writes=True,
         status=201,
+        tells_upload_limit=True,
     ),
     Operation(
         "GET",
@@ -455,6 +462,7 @@ OPERATIONS: tuple[Operation, ...] = (
         status=202,
         upload=True,
         admit=jobs.check_upload_target,
+        receiving=jobs.note_file_arriving,
     ),
     Operation(
         "POST",

@@ -171,6 +171,7 @@ class BodySink(Protocol):
 
 # A body left half read cannot be told from the next request: the connection ends.
 CLOSE = {"Connection": "close"}
+REQUEST_ID_KEY = "graphsvc.request_id"  # the scope key of the request's id
 
 
 def decode_json(decoder: msgspec.json.Decoder[Any], raw: bytes, what: str) -> Any:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import click
 import msgspec
@@ -13,7 +15,12 @@ import msgspec
 from graphsvc import wire
 from graphsvc.accounts import users
 from graphsvc.accounts.saml import create_saml_provider, get_saml_provider
-from graphsvc.accounts.tokens import create_api_token, list_api_tokens, revoke_api_token
+from graphsvc.accounts.tokens import (
+    create_api_token,
+    list_api_tokens,
+    never_used,
+    revoke_api_token,
+)
 from graphsvc.cli.common import (
     emit,
     fail,
@@ -171,24 +178,59 @@ def parse_lifetime(text: str) -> int:
 @click.option("--name", default=None, help="A label for the token.")
 @click.option("--expires-in", default=None, help="A lifetime, as 90d, 12h or 30m.")
 @click.option("--json", "as_json", is_flag=True)
-def token_create(user_name: str, name: str | None, expires_in: str | None, as_json: bool) -> None:
-    """Create an API token; its key is printed once and stored only encrypted."""
+@click.option(
+    "--save",
+    "save_to",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the token, key included, as JSON to this new file, readable by you alone.",
+)
+def token_create(
+    user_name: str, name: str | None, expires_in: str | None, as_json: bool, save_to: Path | None
+) -> None:
+    """Create an API token; its key is printed once (or saved) and stored only encrypted."""
     settings = load_settings()
     lifetime = None if expires_in is None else parse_lifetime(expires_in)
+    saved = None if save_to is None else open_private_file(save_to)
 
     async def work(conn: database.Connection) -> wire.AuthToken:
         user = await users.find_user_by_name(conn, user_name)
         request = wire.CreateTokenRequest(name or "", uuid.UUID(user.id), lifetime_seconds=lifetime)
         return (await create_api_token(conn, keys_of(settings), None, request)).data
 
-    created = run_in_transaction(settings, work)
+    try:
+        created = run_in_transaction(settings, work)
+    except BaseException:
+        if save_to is not None:
+            save_to.unlink(missing_ok=True)  # made for this token, which was not created
+        raise
     expires = created.expires_at.time.isoformat() if created.expires_at.valid else "never"
+    if saved is not None:
+        with saved:
+            saved.write(msgspec.json.encode(created) + b"\n")
+        click.echo(
+            f"token id:  {created.id}\ntoken key: in {save_to} (mode 0600)\nexpires:   {expires}"
+        )
+        return
     emit(
         as_json,
         created,
         f"token id:  {created.id}\ntoken key: {created.key}   (shown once; keep it)\n"
         f"expires:   {expires}",
     )
+
+
+def open_private_file(path: Path) -> BinaryIO:
+    """A new file only its owner may read, or a one-line failure (it exists, no folder)."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        fail(f"--save {path}: the file exists; choose a new name (it would hold a token key)")
+        raise
+    except OSError as exc:
+        fail(f"--save {path}: {exc.strerror}")
+        raise
+    return os.fdopen(descriptor, "wb")
 
 
 @token.command("list")
@@ -213,10 +255,8 @@ def token_list(user_name: str | None, as_json: bool) -> None:
 
 def describe_token(token: wire.AuthToken, owner: str) -> str:
     expires = f", expires {token.expires_at.time:%Y-%m-%d %H:%M}" if token.expires_at.valid else ""
-    return (
-        f"{token.id}  {owner:<20} {token.name.string or '-':<20} "
-        f"last used {token.last_access:%Y-%m-%d %H:%M}{expires}"
-    )
+    used = "never" if never_used(token) else f"{token.last_access:%Y-%m-%d %H:%M}"
+    return f"{token.id}  {owner:<20} {token.name.string or '-':<20} last used {used}{expires}"
 
 
 @token.command("revoke")

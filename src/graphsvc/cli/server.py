@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import secrets
@@ -24,12 +24,10 @@ from graphsvc.cli.common import (
     keys_of,
     load_settings,
     migrate,
-    read_token_key,
     run_in_transaction,
-    token_key_options,
 )
-from graphsvc.crypto import request_date, sign_request
-from graphsvc.settings import Settings
+from graphsvc.settings import Settings, SettingsFileError
+from graphsvc.signals import STOP_SIGNALS
 from graphsvc.store import db as database
 
 log = logging.getLogger("graphsvc")
@@ -56,6 +54,7 @@ def serve(host: str, port: int, workers: str) -> None:
             "worker apart, letting a client through that many times; set GRAPHSVC_REDIS_URL "
             "(shared counters), or serve with --workers 1"
         )
+    check_before_start(settings, host, port)
     migrate(settings)  # once, before any worker starts
     # Each connection holds a file; keep a margin for the database, Redis and logs.
     open_files = raise_open_file_limit()
@@ -71,6 +70,44 @@ def serve(host: str, port: int, workers: str) -> None:
         serve_here(None)
     else:
         supervise_workers(serve_here, host, port, count)
+
+
+def check_before_start(settings: Settings, host: str, port: int) -> None:
+    """Refuse, before the start line, what would fail once serving: the key files, the
+    address, and a Redis that answers graphsvc with an error (one that does not answer is
+    warned of once it serves: limits then count per process)."""
+    try:
+        settings.resolved_token_encryption_key()
+        settings.resolved_jwt_secret()
+    except SettingsFileError as exc:
+        fail(str(exc))
+    check_address(host, port)
+    if settings.redis_url:
+        from graphsvc.api.ratelimit import connect_redis, find_redis_problem
+
+        problem = asyncio.run(find_redis_problem(connect_redis(settings.redis_url)))
+        if problem is not None and problem[0]:
+            fail(
+                f"GRAPHSVC_REDIS_URL={database.redact_url(settings.redis_url)}: Redis refuses "
+                f"graphsvc's requests: {problem[1]}"
+            )
+
+
+def check_address(host: str, port: int) -> None:
+    """Whether this process may listen on host:port now (a port in use is refused here,
+    not after the start line)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        fail(
+            f"--host {host} --port {port}: cannot listen there: {exc.strerror or exc}; stop "
+            "what uses the port, or choose another with --port"
+        )
 
 
 def worker_count(workers: str) -> int:
@@ -126,9 +163,15 @@ def supervise_workers(
     stopping = False
 
     def start_worker() -> None:
+        # The child must not run the supervisor's `stop` (a replacement worker stopped while
+        # it started kept serving, its supervisor waiting on it): stop signals wait, blocked,
+        # until the child has its own handlers.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until it serves: see run_worker
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             reserved.close()
             code = 0
             try:
@@ -141,6 +184,7 @@ def supervise_workers(
             logging.shutdown()  # os._exit skips atexit: write the lines still waiting
             os._exit(code)
         children.add(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def stop(signum: int, frame: Any) -> None:
         nonlocal stopping
@@ -230,8 +274,16 @@ def db() -> None:
 def upgrade() -> None:
     """Bring the schema to the newest version."""
     settings = load_settings()
-    migrate(settings)
-    click.echo(f"schema is up to date at {database.redact_url(settings.resolved_database_url())}")
+    applied = migrate(settings)
+    shown = database.redact_url(settings.resolved_database_url())
+    if applied:
+        plural = "" if len(applied) == 1 else "s"
+        click.echo(
+            f"migrated the schema at {shown} to revision {applied[-1]} "
+            f"({len(applied)} migration{plural}: {', '.join(applied)})"
+        )
+    else:
+        click.echo(f"the schema at {shown} was up to date already")
 
 
 @click.command()
@@ -264,95 +316,3 @@ def demo(as_json: bool) -> None:
         ]
     )
     emit(as_json, result, text)
-
-
-def demo_uris(demo: dict[str, Any]) -> list[str]:
-    """One request per operation, with identifiers from `graphsvc demo --json`."""
-    computer = demo["computer_object_ids"][0]
-    return [
-        f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id="
-        f"{demo['environment_kind_ids'][0]}&schema_extension_id={demo['extension_ids'][0]}",
-        f"/api/v2/azure-tenants/{demo['tenant_ids'][0]}/data-quality-stats?limit=5",
-        f"/api/v2/saml/providers/{demo['saml_provider_ids'][0]}",
-        f"/api/v2/clients/{demo['client_ids'][0]}",
-        f"/api/v2/computers/{computer}/dcom-rights",
-    ]
-
-
-@click.command()
-@click.argument("demo_json", type=click.File("r"))
-@click.option("--base-url", default="http://127.0.0.1:8000", show_default=True)
-def examples(demo_json: Any, base_url: str) -> None:
-    """Print curl commands for every operation, from the output of `graphsvc demo --json`.
-
-    The signed ones carry a signature valid for about two hours; run this again for fresh ones.
-    """
-    try:
-        demo = json.load(demo_json)
-        uris = demo_uris(demo)
-        token_id, token_key = demo["token_id"], demo["token_key"]
-        login = {
-            "login_method": "secret",
-            "username": demo["admin_username"],
-            "secret": demo["admin_secret"],
-        }
-    except ValueError:
-        fail(f"{demo_json.name}: not JSON; pass the output of `graphsvc demo --json`")
-    except (KeyError, IndexError, TypeError):
-        fail(f"{demo_json.name}: not the output of `graphsvc demo --json` (fields are missing)")
-    base = base_url.rstrip("/")
-    lines = ["# Signed requests (API token):"]
-    for uri in uris:
-        date = request_date()
-        signature = sign_request(token_key, "GET", uri, date, b"")
-        lines.append(
-            f"curl -s -H 'Authorization: svcsignature {token_id}' -H 'RequestDate: {date}' "
-            f"-H 'Signature: {signature}' '{base}{uri}'"
-        )
-    lines += [
-        "",
-        "# JWT: log in once, then send it as a Bearer token:",
-        f"JWT=$(curl -s -X POST '{base}/api/v2/login' -d '{json.dumps(login)}' "
-        "| python3 -c 'import json,sys; r=json.load(sys.stdin); "
-        'print(r["data"]["session_token"]) if "data" in r else '
-        'sys.exit("login failed: " + r["errors"][0]["message"])\')',
-    ]
-    lines += [f"curl -s -H \"Authorization: Bearer $JWT\" '{base}{uri}'" for uri in uris]
-    click.echo("\n".join(lines))
-
-
-HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-
-
-@click.command()
-@click.argument("method")
-@click.argument("uri")
-@token_key_options
-@click.option("--body", type=click.File("rb"), default=None, help="File holding the body.")
-@click.option("--curl", "as_curl", is_flag=True, help="Print curl -H options.")
-def sign(
-    method: str,
-    uri: str,
-    token_id: str,
-    token_key_stdin: bool,
-    token_key: str | None,
-    body: Any,
-    as_curl: bool,
-) -> None:
-    """Print the three headers of a signed request for METHOD and URI (path?query)."""
-    if method not in HTTP_METHODS:
-        fail(f"METHOD {method!r} must be one of {', '.join(HTTP_METHODS)}, as it is sent")
-    if not uri.startswith("/"):
-        fail(f"URI {uri!r} must start with '/': the path (and ?query) as it is sent")
-    date = request_date()
-    key = read_token_key(token_key_stdin, token_key)
-    signature = sign_request(key, method, uri, date, body.read() if body else b"")
-    headers = {
-        "Authorization": f"svcsignature {token_id}",
-        "RequestDate": date,
-        "Signature": signature,
-    }
-    if as_curl:
-        click.echo(" ".join(f"-H '{k}: {v}'" for k, v in headers.items()))
-    else:
-        click.echo(json.dumps(headers, indent=2))

@@ -20,13 +20,20 @@ import click
 
 from graphsvc.cli.common import fail, read_token_key, token_key_options
 from graphsvc.crypto import body_signer, encode_signature, request_date, sign_request
-from graphsvc.ingest.sources import ZIP_MAGIC, collector_files
+from graphsvc.ingest.sources import BOM, ZIP_MAGIC, collector_files
+from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 
 CHUNK = 1024 * 1024
 # How long the client keeps sending a request again while the server answers 503 (a SQLite
 # store ingesting a large job holds its one write lock for minutes).
 BUSY_PATIENCE_SECONDS = 900
 FINISHED = {2: "Complete", 3: "Canceled", 4: "Timed Out", 5: "Failed"}
+# What a file given by name must be (its name does not matter, as for `graphsvc ingest`).
+ACCEPTED = (
+    "upload takes JSON files (starting with { or [), zip files, and folders of .json and .zip files"
+)
+JSON_BLANKS = b" \t\r\n"
+SNIFF_BYTES = 1024 * 1024  # read past blanks for at most this much of a file
 
 
 class Server:
@@ -42,6 +49,7 @@ class Server:
         self.token_key = token_key
         self.timeout = timeout
         self.busy_since = float("inf")  # when the server began answering 503, if it is
+        self.last_headers: http.client.HTTPMessage | None = None  # of the last answer
 
     def connect(self) -> http.client.HTTPConnection:
         kind = (
@@ -107,9 +115,15 @@ class Server:
             if "Content-Length" not in headers:
                 connection.putheader("Content-Length", str(sum(len(b) for b in body)))
             connection.endheaders()
-            for chunk in body:
-                connection.send(chunk)
-            response = connection.getresponse()
+            try:
+                for chunk in body:
+                    connection.send(chunk)
+            except OSError as exc:
+                # A server that refuses a body (413, 401) answers and closes without reading
+                # the rest: its answer, when it can still be read, says why.
+                response = read_answer_after(connection, exc)
+            else:
+                response = connection.getresponse()
             if response.status == 503:
                 response.read()
                 wait = int(response.headers.get("Retry-After", "5"))
@@ -119,11 +133,37 @@ class Server:
                 time.sleep(wait)
                 return None
             self.busy_since = float("inf")
+            self.last_headers = response.headers
             return answer(response, what)
         except OSError as exc:
             fail(f"{self.parts.geturl()}: {what}: {exc}")
         finally:
             connection.close()
+
+
+def read_answer_after(
+    connection: http.client.HTTPConnection, error: OSError
+) -> http.client.HTTPResponse:
+    """The answer a server sent before it stopped reading the request, else `error`."""
+    try:
+        return connection.getresponse()
+    except (OSError, http.client.HTTPException):
+        raise error from None
+
+
+def check_upload_limit(files: list[Path], limit_header: str | None) -> None:
+    """Refuse, before hashing anything, a file larger than the server takes (when it says)."""
+    if limit_header is None or not limit_header.isdigit():
+        return
+    limit = int(limit_header)
+    for file in files:
+        size = file.stat().st_size
+        if size > limit:
+            fail(
+                f"{file}: {size:,} bytes is more than the server takes in one upload "
+                f"({limit:,} bytes, its GRAPHSVC_MAX_UPLOAD_BYTES); split the collection "
+                "into smaller files, or raise the server's limit"
+            )
 
 
 def counted(chunks: Iterator[bytes], progress: Any) -> Iterator[bytes]:
@@ -157,7 +197,8 @@ def answer(response: http.client.HTTPResponse, what: str) -> Any:
 
 
 def collect_files(paths: tuple[Path, ...]) -> list[Path]:
-    """The files to send: each file given, and the .json and .zip files of each folder."""
+    """The files to send: each file given, if it is collector JSON or a zip, and the .json
+    and .zip files of each folder."""
     files = []
     for path in paths:
         if path.is_dir():
@@ -166,18 +207,46 @@ def collect_files(paths: tuple[Path, ...]) -> list[Path]:
                 fail(f"{path}: the folder holds no .json or .zip files")
             files += found
         elif path.is_file():
+            if not is_collector_file(path):
+                fail(f"{path}: not collector JSON or a zip file; {ACCEPTED}")
             files.append(path)
         else:
             fail(f"{path}: no such file or folder")
     return files
 
 
+def is_collector_file(file: Path) -> bool:
+    """Whether the file is a zip (by its signature) or may be collector JSON (past a UTF-8
+    byte-order mark and blanks, it starts an object or an array): the server would fail
+    any other in the job, after it was sent."""
+    try:
+        with file.open("rb") as stream:
+            head = stream.read(len(ZIP_MAGIC))
+            if head == ZIP_MAGIC:
+                return True
+            stream.seek(len(BOM) if head.startswith(BOM) else 0)
+            read = 0
+            while read < SNIFF_BYTES and (chunk := stream.read(64 * 1024)):
+                read += len(chunk)
+                text = chunk.lstrip(JSON_BLANKS)
+                if text:
+                    return text[:1] in (b"{", b"[")
+    except OSError as exc:
+        fail(f"{file}: {exc.strerror or exc}")
+    return False
+
+
 def cancel_job(server: Server, job_id: int) -> None:
     """Cancel a job this command started and could not end; best effort, said either way."""
     try:
         server.call("POST", f"/api/v2/file-upload/{job_id}/cancel")
-    except Exception as exc:  # the first failure is the one to report
-        click.echo(f"file-upload job {job_id} could not be canceled: {exc}", err=True)
+    except BaseException as exc:  # a failure (said by `fail`), or a second Ctrl-C
+        reason = f": {exc}" if isinstance(exc, Exception) else ""
+        click.echo(
+            f"file-upload job {job_id} could not be canceled{reason}; the server times it "
+            "out once it has heard nothing of it for GRAPHSVC_UPLOAD_JOB_TIMEOUT_SECONDS",
+            err=True,
+        )
     else:
         click.echo(f"file-upload job {job_id} canceled", err=True)
 
@@ -209,9 +278,12 @@ def upload(
     server = Server(url, token_id, key, timeout)
     job = server.call("POST", "/api/v2/file-upload/start")["data"]
     job_id = job["id"]
-    click.echo(f"file-upload job {job_id} started", err=True)
     total = sum(f.stat().st_size for f in files)
     try:
+        # Said inside: a SIGTERM sent on reading it must still cancel the job.
+        click.echo(f"file-upload job {job_id} started", err=True)
+        limit = server.last_headers.get(UPLOAD_LIMIT_HEADER) if server.last_headers else None
+        check_upload_limit(files, limit)
         with click.progressbar(length=total, label="uploading", file=sys.stderr) as bar:
             for file in files:
                 server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)

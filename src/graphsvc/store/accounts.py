@@ -44,6 +44,8 @@ class Principal:
     user_id: str
     role_id: int
     disabled: bool
+    # Known for a session's user only: its secret must be changed before anything else.
+    secret_expired: bool = False
 
 
 @dataclass
@@ -51,18 +53,19 @@ class UserLogin:
     id: str
     secret_digest: str | None
     principal: Principal
+    secret_expired: bool
 
 
 async def find_user_login(conn: Connection, name: str) -> UserLogin | None:
     r = await conn.fetchrow(
-        """SELECT id, secret_digest, role_id, is_disabled FROM users
+        """SELECT id, secret_digest, role_id, is_disabled, secret_expired FROM users
         WHERE name = $1 AND deleted_at IS NULL""",
         name,
     )
     if r is None:
         return None
-    user_id, secret_digest, role_id, disabled = r
-    return UserLogin(user_id, secret_digest, Principal(user_id, role_id, disabled))
+    user_id, secret_digest, role_id, disabled, expired = r
+    return UserLogin(user_id, secret_digest, Principal(user_id, role_id, disabled), bool(expired))
 
 
 async def lock_principal(conn: Connection, user_id: str) -> Principal | None:
@@ -141,19 +144,40 @@ class TokenCredentials:
     expires_at: datetime | None
 
 
-async def find_token_credentials(conn: Connection, token_id: str) -> TokenCredentials | None:
+# Why a token id has no credentials that sign: for the audit log only (the caller of an API
+# is told the same for both, so that no one can find out which token ids exist).
+UNKNOWN_TOKEN, REVOKED_TOKEN = "unknown_token", "revoked_token"
+
+
+@dataclass(frozen=True)
+class TokenLookup:
+    credentials: TokenCredentials | None  # None: the token may not sign
+    refusal: str | None  # then why: UNKNOWN_TOKEN or REVOKED_TOKEN
+
+
+async def look_up_token(conn: Connection, token_id: str) -> TokenLookup:
+    """A token's credentials, if it may sign; else whether it never existed or was revoked
+    (by itself, or with its user). One query, whichever it is."""
     r = await conn.fetchrow(
-        """SELECT t.key_ciphertext, u.id, u.role_id, u.is_disabled, t.expires_at
+        """SELECT CASE WHEN t.deleted_at IS NULL AND (t.user_id IS NULL OR u.id IS NOT NULL)
+                THEN t.key_ciphertext END,
+            u.id, u.role_id, u.is_disabled, t.expires_at
         FROM auth_tokens t LEFT JOIN users u ON u.id = t.user_id AND u.deleted_at IS NULL
-        WHERE t.id = $1 AND t.deleted_at IS NULL
-          AND (t.user_id IS NULL OR u.id IS NOT NULL)""",
+        WHERE t.id = $1""",
         token_id,
     )
     if r is None:
-        return None
+        return TokenLookup(None, UNKNOWN_TOKEN)
     key_ciphertext, user_id, role_id, disabled, expires_at = r
+    if key_ciphertext is None:  # revoked, or its user removed (which revokes it too)
+        return TokenLookup(None, REVOKED_TOKEN)
     principal = None if user_id is None else Principal(user_id, role_id, disabled)
-    return TokenCredentials(key_ciphertext, principal, expires_at)
+    return TokenLookup(TokenCredentials(key_ciphertext, principal, expires_at), None)
+
+
+async def find_token_credentials(conn: Connection, token_id: str) -> TokenCredentials | None:
+    """The credentials of a token that may sign: not revoked, its user (if any) not removed."""
+    return (await look_up_token(conn, token_id)).credentials
 
 
 async def insert_token(
@@ -497,27 +521,33 @@ async def find_session_principal(
     conn: Connection, session_id: str, user_id: str, now: datetime
 ) -> Principal | None:
     r = await conn.fetchrow(
-        """SELECT u.id, u.role_id, u.is_disabled FROM user_sessions s
+        """SELECT u.id, u.role_id, u.is_disabled, u.secret_expired FROM user_sessions s
         JOIN users u ON u.id = s.user_id AND u.deleted_at IS NULL
         WHERE s.id = $1 AND s.user_id = $2 AND s.expires_at > $3""",
         session_id,
         user_id,
         now,
     )
-    return None if r is None else Principal(r[0], r[1], r[2])
+    return None if r is None else Principal(r[0], r[1], r[2], bool(r[3]))
 
 
 async def delete_session(conn: Connection, session_id: str) -> None:
     await conn.execute("DELETE FROM user_sessions WHERE id = $1", session_id)
 
 
+async def expire_user_secret(conn: Connection, user_id: str) -> None:
+    await conn.execute("UPDATE users SET secret_expired = TRUE WHERE id = $1", user_id)
+
+
 async def set_user_secret(
-    conn: Connection, user_id: str, secret_digest: str, now: datetime
+    conn: Connection, user_id: str, secret_digest: str, expired: bool, now: datetime
 ) -> None:
     await conn.execute(
-        "UPDATE users SET secret_digest = $2, updated_at = $3 WHERE id = $1",
+        """UPDATE users SET secret_digest = $2, secret_expired = $3, updated_at = $4
+        WHERE id = $1""",
         user_id,
         secret_digest,
+        expired,
         now,
     )
 

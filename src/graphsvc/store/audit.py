@@ -26,6 +26,8 @@ ACTIONS = {
     "user.secret_changed": "UpdateAuthSecret",
     "token.created": "CreateAuthToken",
     "token.revoked": "DeleteAuthToken",
+    "login": "LoginAttempt",
+    "login.failed": "LoginAttempt",
 }
 # The reference's audit filters and sort columns.
 AUDIT_FILTERS = {
@@ -88,16 +90,18 @@ async def insert_audit_events(
     request_id: str,
     source: str,
     retention_start: datetime,
+    status: str = "success",
 ) -> None:
     """The events of one change (one commit id), in its transaction; and the events older
-    than `retention_start` dropped."""
+    than `retention_start` dropped. `status` is the reference's: success, or failure for an
+    attempt that was refused (a login)."""
     commit_id = str(uuid.uuid4())
     for event in events:
         fields = {"event": event.event, "message": event.message, **event.fields}
         await conn.execute(
             """INSERT INTO audit_events (created_at, actor_id, actor_name, actor_email, action,
                 fields, request_id, source_ip_address, status, commit_id)
-            VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 'success', $8)""",
+            VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $8, $9)""",
             event.at,
             actor.user_id,
             actor.name,
@@ -105,6 +109,7 @@ async def insert_audit_events(
             json.dumps(fields, default=str),
             request_id,
             source,
+            status,
             commit_id,
         )
     await conn.execute("DELETE FROM audit_events WHERE created_at < $1", retention_start)

@@ -160,7 +160,7 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+    return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
 
 
 def in_list(dialect: Dialect, column: str, param: str, pg_type: str = "text") -> str:
@@ -453,13 +453,16 @@ class SQLiteDatabase:
         async with self.connection() as raw:
             conn = SQLiteConnection(raw, self.executor, inline=False)
             # IMMEDIATE takes the write lock up front, so two writers wait instead of deadlocking.
-            await conn.execute("BEGIN IMMEDIATE")
+            # BEGIN and COMMIT are inside the try: a cancel that lands as one of them completes
+            # in its thread left the transaction open, the write lock held by an idle
+            # connection of the pool, and every later write waited 10 s for a 503.
             try:
+                await conn.execute("BEGIN IMMEDIATE")
                 yield conn
+                await conn.execute("COMMIT")
             except BaseException:
                 await asyncio.shield(conn.run(roll_back, raw))
                 raise
-            await conn.execute("COMMIT")
 
 
 # --- PostgreSQL ------------------------------------------------------------------------

@@ -17,8 +17,12 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade_schema(database_url: str) -> None:
-    """Must be called outside a running event loop: alembic drives asyncpg with asyncio.run."""
+def upgrade_schema(database_url: str) -> list[str]:
+    """The revisions applied, oldest first (none: the schema was up to date). Must be called
+    outside a running event loop: alembic drives asyncpg with asyncio.run."""
     if database_url.startswith("sqlite:///"):
         create_private_file(Path(database_url.removeprefix("sqlite:///")))
-    command.upgrade(alembic_config(database_url), "head")
+    config = alembic_config(database_url)
+    command.upgrade(config, "head")
+    applied: list[str] = config.attributes.get("applied", [])
+    return applied

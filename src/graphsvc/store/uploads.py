@@ -248,11 +248,21 @@ async def next_queued_job(conn: Connection) -> int | None:
     return None if found is None else int(found)
 
 
+async def touch_job(conn: Connection, job_id: int, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE file_upload_jobs SET updated_at = $2 WHERE id = $1 AND status = $3",
+        job_id,
+        now,
+        RUNNING,
+    )
+
+
 async def list_stale_jobs(conn: Connection, idle_since: datetime) -> list[int]:
-    """Jobs still taking files that have seen none since `idle_since`."""
+    """Jobs still taking files that have heard nothing from their client since `idle_since`:
+    no start, file, or part of a file arriving (each sets `updated_at`)."""
     rows = await conn.fetch(
         """SELECT id FROM file_upload_jobs WHERE status = $1
-        AND coalesce(last_ingest, start_time) < $2 ORDER BY id""",
+        AND updated_at < $2 ORDER BY id""",
         RUNNING,
         idle_since,
     )

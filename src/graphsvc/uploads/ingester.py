@@ -301,7 +301,12 @@ async def time_out_jobs(conn: Connection, job_ids: list[int], now: datetime) -> 
         if job is None or job.status != uploads.RUNNING:
             continue  # it took a file or was ended meanwhile
         await uploads.set_job_status(
-            conn, job_id, uploads.TIMED_OUT, "no file arrived in time; start a new job", now, True
+            conn,
+            job_id,
+            uploads.TIMED_OUT,
+            "its client was silent for too long; start a new job",
+            now,
+            True,
         )
         await uploads.delete_job_bytes(conn, job_id)
         audit("upload.timed_out", f"file-upload job {job_id} timed out", job_id=job_id)

@@ -115,6 +115,12 @@ async def check_upload_target(conn: Connection, caller: Caller, job_id: int) -> 
     require_running(await get_own_job(conn, caller, job_id, lock=False), "take more files")
 
 
+async def note_file_arriving(conn: Connection, caller: Caller, job_id: int) -> None:
+    """A file for the job is still arriving: the job is not idle (its timeout counts from
+    the last sign of its client)."""
+    await uploads.touch_job(conn, job_id, datetime.now(UTC))
+
+
 async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJobResponse:
     now = datetime.now(UTC)
     job = await uploads.insert_job(conn, caller.principal.user_id, now)

@@ -5,16 +5,26 @@ holds an advisory lock so that replicas starting together migrate one at a time.
 """
 
 import asyncio
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from alembic import context
+from alembic.migration import MigrationContext, MigrationInfo
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 MIGRATION_LOCK_ID = 7_200_514_001
 
 
+def note_applied(
+    ctx: MigrationContext, step: MigrationInfo, heads: Collection[Any], run_args: Mapping[str, Any]
+) -> None:
+    """Keep each revision applied, for the caller to report (graphsvc db upgrade)."""
+    context.config.attributes.setdefault("applied", []).append(step.up_revision_id)
+
+
 def run_migrations(connection: Connection) -> None:
-    context.configure(connection=connection, render_as_batch=True)
+    context.configure(connection=connection, render_as_batch=True, on_version_apply=note_applied)
     with context.begin_transaction():
         context.run_migrations()
 
