@@ -398,33 +398,41 @@ PATH_PATTERNS = [
 ]
 
 
-def documented_schema(method: str, path: str, status: int) -> tuple[str, dict[str, Any]]:
-    """The documented media type and schema of an answer."""
+def documented_response(method: str, path: str, status: int) -> dict[str, Any]:
+    """The documented answer (its content and headers) of a status of a request."""
+    error = {"$ref": "#/components/schemas/ErrorBody"}
     template = next((t for p, t in PATH_PATTERNS if p.match(path)), None)
     if template is None:  # no such route: the error body, 404 (or 429 before routing)
         assert status in (404, 429), f"{path} is not in the OpenAPI document"
-        return "application/json", {"$ref": "#/components/schemas/ErrorBody"}
+        return {"content": {"application/json": {"schema": error}}}
     operation = OPENAPI["paths"][template].get(method.lower())
     if operation is None and status == 405:  # a method the path lacks has no operation
-        return "application/json", {"$ref": "#/components/schemas/ErrorBody"}
+        return {"content": {"application/json": {"schema": error}}}
     assert operation is not None, f"{method} {template} is not in the OpenAPI document"
     response = operation["responses"].get(str(status))
     assert response is not None, f"{method} {template} does not document status {status}"
     if "$ref" in response:
         response = OPENAPI["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
-    media_type, content = next(iter(response["content"].items()))
-    return media_type, content["schema"]
+    documented: dict[str, Any] = response
+    return documented
 
 
 def check_against_openapi(method: str, path: str, response: httpx.Response) -> None:
-    media_type, documented = documented_schema(method, path, response.status_code)
+    documented = documented_response(method, path, response.status_code)
+    for name in documented.get("headers", {}):
+        assert name.lower() in response.headers, f"{method} {path}: no {name} header"
+    if "content" not in documented:  # a 304
+        assert response.content == b"", f"{method} {path} {response.status_code} has a body"
+        assert "content-length" not in response.headers
+        return
+    media_type, content = next(iter(documented["content"].items()))
     assert response.headers["content-type"] == media_type or (
         media_type == "application/json"
         and response.headers["content-type"].startswith("application/json")
     ), response.headers["content-type"]
     if media_type != "application/json":  # the metrics' text: no JSON to validate
         return
-    schema = {**documented, "components": OPENAPI["components"]}
+    schema = {**content["schema"], "components": OPENAPI["components"]}
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     errors = [
         f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())

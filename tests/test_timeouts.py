@@ -15,7 +15,13 @@ import pytest
 
 from graphsvc.ingest.records import NodeRecord
 from graphsvc.store import graph, nodes
-from graphsvc.store.db import Connection, PostgresConnection, SQLiteConnection, asyncpg_dsn
+from graphsvc.store.db import (
+    Connection,
+    ConnectionOnDemand,
+    PostgresConnection,
+    SQLiteConnection,
+    asyncpg_dsn,
+)
 
 MARKER = "graphsvc-slow-probe"
 # Counts towards ten billion: minutes of work on either store.
@@ -33,6 +39,8 @@ def install_slow_query(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return 1
 
     async def slow(conn: Connection, *args: Any) -> Any:
+        if isinstance(conn, ConnectionOnDemand):  # a read's connection, taken at its first use
+            conn = await conn.take()
         if isinstance(conn, SQLiteConnection):
             conn.raw.create_function("probe_tick", 0, tick)
             await conn.fetch(ENDLESS.format(probe="probe_tick()"))

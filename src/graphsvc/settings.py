@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     token_cache_seconds: float = Field(1.0, ge=0)
     """Seconds a process may reuse a token's stored record; revoking takes this long at most."""
 
+    answer_cache_bytes: int = Field(32 * 1024**2, ge=0)
+    """Memory per process for answers kept until the data changes (32 MiB); 0 keeps none."""
+
     sdk_compatibility: bool = Field(
         False,
         validation_alias=AliasChoices(

@@ -19,12 +19,22 @@ import msgspec
 
 from graphsvc.accounts.audit_log import store_audit_events
 from graphsvc.accounts.permissions import Caller
+from graphsvc.api.answers import (
+    CACHE_CONTROL,
+    Answer,
+    AnswerCache,
+    content_etag,
+    etag_salt,
+    make_key,
+    matches_none,
+    version_etag,
+)
 from graphsvc.api.auth import Authenticator, Identity, TokenRefused
 from graphsvc.api.context import Context
 from graphsvc.api.login import PASSWORD_CHECKS_AT_ONCE
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.openapi import build_openapi
-from graphsvc.api.params import Filters, query_names_of, refuse_undeclared_query
+from graphsvc.api.params import Filters, TheCaller, query_names_of, refuse_undeclared_query
 from graphsvc.api.ratelimit import (
     RateLimiter,
     client_address,
@@ -100,7 +110,9 @@ class App:
             if settings.rate_limit_per_second > 0
             else None
         )
-        self.metrics = Metrics(self.db, self.limiter)
+        self.answers = AnswerCache(settings.answer_cache_bytes)
+        self.etag_salt = etag_salt(settings.edition)
+        self.metrics = Metrics(self.db, self.limiter, self.answers)
         self.ingester: JobIngester | None = None  # started with the app, when configured
         self.touches: dict[str, datetime] = {}  # token id -> last access not yet written
         self.touching: asyncio.Task[None] | None = None  # the writer of `touches`
@@ -122,6 +134,12 @@ class App:
             op.operation_id: query_names_of(op.parameters)
             for op in OPERATIONS
             if not any(isinstance(p, Filters) for p in op.parameters)
+        }
+        # The operations whose answer is the caller's own: the user is part of its key.
+        self.per_caller = {
+            op.operation_id
+            for op in OPERATIONS
+            if any(isinstance(p, TheCaller) for p in op.parameters)
         }
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
@@ -263,6 +281,7 @@ class App:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.db.open()
+                    await self.db.follow_data_version()
                     async with self.db.reading() as conn:
                         await self.auth.load(conn)
                     await self.warn_if_redis_is_silent()
@@ -312,7 +331,6 @@ class App:
         handler under the request's timeout. An upload's body is received (and its signature
         checked) before the transaction opens, however long it takes to arrive."""
         decoder = msgspec.json.Decoder(op.request_body) if op.request_body else None
-        connect = self.db.transaction if op.writes else self.db.reading
 
         async def endpoint(request: Request) -> Response:
             if op.enterprise_only and self.settings.edition != "enterprise":
@@ -336,25 +354,74 @@ class App:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
                     async with self.noting_arrival(op, arguments):
                         await receive_upload(request, spool, content_type, found)
-                    async with connect() as conn:
-                        body, wait = await self.run_audited(op, conn, request, identity, decoder)
-            else:
+                    async with self.db.transaction() as conn:
+                        body = await self.run_audited(op, conn, request, arguments, decoder)
+            elif op.writes:
                 # The whole body first: a client slow to send it must not hold a connection
                 # of the pool meanwhile.
                 await request.body()
-                async with connect() as conn:
+                async with self.db.transaction() as conn:
                     identity = await self.auth.authenticate(conn, request)
-                    body, wait = await self.run_audited(op, conn, request, identity, decoder)
+                    arguments = self.admit_caller(op, request, identity)
+                    body = await self.run_audited(op, conn, request, arguments, decoder)
+            else:
+                await request.body()
+                # A connection is taken only when a statement needs one: an answer from
+                # memory to a token whose record is cached needs none.
+                async with self.db.reading_on_demand() as conn:
+                    identity = await self.auth.authenticate(conn, request)
+                    arguments = self.admit_caller(op, request, identity)
+                    response = await self.answer_read(op, conn, request, arguments)
+                self.touch_token(identity)
+                return response
             self.touch_token(identity)
-            headers = {}
+            headers = self.preference_applied(request)
             if op.tells_upload_limit:
                 headers[UPLOAD_LIMIT_HEADER] = str(self.settings.max_upload_bytes)
-            prefer = request.headers.get("prefer")
-            if prefer is not None and prefer.strip().startswith("wait="):
-                headers["Preference-Applied"] = f"wait={-1 if wait is None else wait}"
             return json_response(body, op.status, headers)
 
         return endpoint
+
+    async def answer_read(
+        self, op: Operation, conn: Connection, request: Request, arguments: dict[str, Any]
+    ) -> Response:
+        """A read's answer, from memory while the store's data version has not moved since
+        it was made; 304 when the client's `If-None-Match` names it. Only after the caller
+        was authenticated, counted and authorized: a 304 tells as much as the answer."""
+        headers = self.preference_applied(request)
+        headers["Cache-Control"] = CACHE_CONTROL
+        if_none_match = request.headers.get("if-none-match")
+        version = self.db.data_version() if op.cached and not request.shows_now else None
+        if version is None:
+            body = encode(await self.run_operation(op, conn, request, arguments, None))
+            headers["ETag"] = etag = content_etag(body)
+            if matches_none(if_none_match, etag):
+                return Response(304, b"", headers)
+            return Response(op.status, body, headers)
+        user_id = request.caller.principal.user_id if op.operation_id in self.per_caller else None
+        key = make_key(op.operation_id, request.path_params, request.query, user_id)
+        kept = self.answers.get(version, key)
+        headers["ETag"] = etag = (
+            version_etag(version, key, self.etag_salt) if kept is None else kept.etag
+        )
+        if matches_none(if_none_match, etag):
+            return Response(304, b"", headers)
+        if kept is not None:
+            self.metrics.answer_hits.inc()
+            return Response(op.status, kept.body, headers)
+        self.metrics.answer_misses.inc()
+        body = encode(await self.run_operation(op, conn, request, arguments, None))
+        self.answers.put(version, key, Answer(etag, body))
+        return Response(op.status, body, headers)
+
+    def preference_applied(self, request: Request) -> dict[str, str]:
+        """The answer's headers, with Preference-Applied when the client sent `Prefer`
+        (checked here too: an answer from memory runs no handler, and so no timeout)."""
+        prefer = request.headers.get("prefer")
+        wait = parse_prefer(prefer, self.settings)
+        if prefer is None or not prefer.strip().startswith("wait="):
+            return {}
+        return {"Preference-Applied": f"wait={-1 if wait is None else wait}"}
 
     @contextlib.asynccontextmanager
     async def noting_arrival(self, op: Operation, arguments: dict[str, Any]) -> AsyncIterator[None]:
@@ -369,7 +436,7 @@ class App:
         async def note() -> None:
             while True:  # at once (a file beginning to arrive is a sign of life), then again
                 try:
-                    async with self.db.transaction() as conn:
+                    async with self.db.transaction(changes_answers=False) as conn:
                         await receiving(conn, **arguments)
                 except DATABASE_ERRORS as exc:  # the next one may land; the timeout is long
                     log.debug("arrival of an upload not noted: %s", exc)
@@ -388,14 +455,12 @@ class App:
         op: Operation,
         conn: Connection,
         request: Request,
-        identity: Identity,
+        arguments: dict[str, Any],
         decoder: msgspec.json.Decoder[Any] | None,
-    ) -> tuple[msgspec.Struct, int | None]:
-        """`run_operation`; a write's audit events stored in its own transaction."""
-        if not op.writes:
-            return await self.run_operation(op, conn, request, identity, decoder)
+    ) -> msgspec.Struct:
+        """`run_operation` for a write, its audit events stored in its transaction."""
         with recording_audit() as events:
-            answer = await self.run_operation(op, conn, request, identity, decoder)
+            answer = await self.run_operation(op, conn, request, arguments, decoder)
         await store_audit_events(
             conn,
             events,
@@ -411,14 +476,14 @@ class App:
         op: Operation,
         conn: Connection,
         request: Request,
-        identity: Identity,
+        arguments: dict[str, Any],
         decoder: msgspec.json.Decoder[Any] | None,
-    ) -> tuple[msgspec.Struct, int | None]:
-        """The handler's answer, and the wait the request asked for (None: no limit)."""
-        arguments = self.admit_caller(op, request, identity)
-        wait = limit = parse_prefer(request.headers.get("prefer"), self.settings)
+    ) -> msgspec.Struct:
+        """The handler's answer, within the wait the request asked for."""
+        limit = parse_prefer(request.headers.get("prefer"), self.settings)
         if limit is not None and request.upload is not None:
             limit += request.upload.size // UPLOAD_BYTES_PER_SECOND
+        arguments = dict(arguments)
         if decoder is not None:
             arguments["body"] = decode_json(decoder, await request.body(), "body")
         if request.upload is not None:
@@ -426,7 +491,7 @@ class App:
         try:
             async with asyncio.timeout(limit):
                 body: msgspec.Struct = await op.handler(conn, **arguments)
-                return body, wait
+                return body
         except TimeoutError:
             raise ApiError(
                 500, f"request timed out after {limit} seconds", "timeout", code="timeout"
@@ -466,7 +531,8 @@ class App:
             while self.touches:
                 touches, self.touches = self.touches, {}
                 try:
-                    async with self.db.transaction() as conn:
+                    # No answer that is cached shows a token's last access (see `cached`).
+                    async with self.db.transaction(changes_answers=False) as conn:
                         for token_id, when in touches.items():
                             await accounts.touch_token(conn, token_id, when)
                 except DATABASE_ERRORS as exc:

@@ -68,7 +68,8 @@ async def log_in(ctx: Context, request: Request) -> Response:
                     reason=exc.message,
                     code=exc.code,
                 )
-                async with ctx.db.transaction() as conn:
+                # The audit log, the one answer a failed login changes, is never cached.
+                async with ctx.db.transaction(changes_answers=False) as conn:
                     await store_attempt(conn, events, succeeded=False)
                 raise
     lifetime = timedelta(seconds=ctx.settings.jwt_lifetime_seconds)
@@ -106,7 +107,7 @@ async def password_check_slot(slots: asyncio.Semaphore) -> AsyncIterator[None]:
 
 
 async def log_out(ctx: Context, request: Request) -> Response:
-    async with ctx.db.transaction() as conn:
+    async with ctx.db.transaction(changes_answers=False) as conn:  # no answer shows sessions
         identity = await ctx.auth.authenticate(conn, request)
         if identity.session_id is None or identity.principal is None:
             raise bad_request(

@@ -1,6 +1,7 @@
 """Prometheus metrics of one server process (prometheus_client, a registry per app): requests
 by operation and status, their latency, rate-limit refusals, authentication failures by
-reason, database connections in use, and whether Redis has been given up for memory."""
+reason, database connections in use, answers from memory, and whether Redis has been given up
+for memory."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from prometheus_client import (
 from graphsvc.store.graph import IngestSummary
 
 if TYPE_CHECKING:
+    from graphsvc.api.answers import AnswerCache
     from graphsvc.api.ratelimit import RateLimiter
     from graphsvc.store.db import Database
 
 
 class Metrics:
-    def __init__(self, db: Database, limiter: RateLimiter | None) -> None:
+    def __init__(self, db: Database, limiter: RateLimiter | None, answers: AnswerCache) -> None:
         self.registry = CollectorRegistry()
         # The process's own memory, CPU, open files and start time: per worker, under
         # `serve --workers N`, whose scrapes each reach one worker.
@@ -59,6 +61,19 @@ class Metrics:
             registry=self.registry,
         )
         pool.set_function(db.connections_in_use)
+        lookups = Counter(
+            "graphsvc_answer_cache_lookups",
+            "Reads that could be answered from memory, by whether they were (hit) or not (miss)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.answer_hits, self.answer_misses = lookups.labels("hit"), lookups.labels("miss")
+        kept = Gauge(
+            "graphsvc_answer_cache_bytes",
+            "Memory the answers kept in this process take, as counted against its cap",
+            registry=self.registry,
+        )
+        kept.set_function(lambda: answers.size)
         fallback = Gauge(
             "graphsvc_redis_fallback",
             "1 while Redis does not answer and limits are counted in this process",

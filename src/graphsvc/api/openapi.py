@@ -40,6 +40,20 @@ PREFER = {
     "description": "wait=<seconds> (default 30, capped by the server) or wait=-1 when enabled",
     "schema": {"type": "string", "pattern": "^wait=(-1|[0-9]+)$"},
 }
+IF_NONE_MATCH = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "ETags of answers the client holds: 304 when one is the current answer's",
+    "schema": {"type": "string"},
+}
+ANSWER_HEADERS = {
+    "ETag": {
+        "description": "Strong: names this answer while the data behind it is unchanged",
+        "schema": {"type": "string"},
+    },
+    "Cache-Control": {"schema": {"type": "string", "const": "private, no-cache"}},
+}
 SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "any": [{"SignedRequest": [], "RequestDate": [], "Signature": []}, {"BearerJWT": []}],
     "session": [{"BearerJWT": []}],
@@ -70,6 +84,13 @@ def document_operation(op: Operation) -> dict[str, Any]:
                 "schema": {"type": "integer", "minimum": 1},
             }
         }
+    conditional = op.authentication == "any" and not op.writes
+    if conditional:
+        responses[str(op.status)]["headers"] = ANSWER_HEADERS
+        responses["304"] = {
+            "description": "Not Modified: `If-None-Match` names the current answer (no body)",
+            "headers": ANSWER_HEADERS,
+        }
     for status in op.errors:
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}
@@ -77,7 +98,7 @@ def document_operation(op: Operation) -> dict[str, Any]:
         document["description"] = f"Requires the permission `{op.permission}`."
     if op.authentication == "any":  # served by the app, under the Prefer timeout
         parameters = [doc for p in op.parameters for doc in p.document()]
-        document["parameters"] = [*parameters, PREFER]
+        document["parameters"] = [*parameters, PREFER, *([IF_NONE_MATCH] if conditional else [])]
     document["security"] = SECURITY[op.authentication]
     if op.request_body is not None:
         document["requestBody"] = {"required": True, "content": json_content(ref(op.request_body))}

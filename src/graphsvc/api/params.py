@@ -355,6 +355,8 @@ class BeforeAfter:
 
     def parse(self, request: Request, app: Services) -> Window:
         raw_before, raw_after = single(request.query, "before"), single(request.query, "after")
+        if raw_before is None:
+            request.shows_now = True
         before = datetime.now(UTC) if raw_before is None else parse_time(raw_before, "before")
         after = (
             before - timedelta(days=365) if raw_after is None else parse_time(raw_after, "after")
@@ -375,6 +377,8 @@ class TimeWindow:
     argument: str = "window"
 
     def parse(self, request: Request, app: Services) -> Window:
+        if single(request.query, "end") is None:  # the answer's `end` is now
+            request.shows_now = True
         return parse_window(request.query, datetime.now(UTC))
 
     def document(self) -> list[Document]:

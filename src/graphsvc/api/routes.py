@@ -113,6 +113,10 @@ class Operation:
     # Its success answer tells the server's upload limit (UPLOAD_LIMIT_HEADER), so that a
     # client can refuse a file before it spends time hashing it.
     tells_upload_limit: bool = False
+    # A read whose answer may be kept in memory and named by an ETag made from the store's
+    # data version (api/answers.py): False for one that shows what moves without a write
+    # that moves the version (a token's last access, a job kept alive, a refused login).
+    cached: bool = True
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -409,6 +413,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Filters(store_accounts.TOKEN_FILTERS, others=("sort_by",)),
             Sorting(TOKEN_SORT, (SortKey("created_at", False),)),
         ),
+        cached=False,  # last_access moves as tokens sign requests
     ),
     Operation(
         "GET",
@@ -447,6 +452,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Sorting(JOB_SORT, (SortKey("id", True),)),
             Filters(store_uploads.JOB_FILTERS),
         ),
+        cached=False,  # a job's updated_at and status move as its files arrive and ingest
     ),
     Operation(
         "POST",
@@ -645,6 +651,7 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             Sorting(tuple(store_audit.AUDIT_SORT_COLUMNS), (SortKey("id", True),)),
         ),
+        cached=False,  # refused logins are added without moving the data version
     ),
     Operation(
         "GET",

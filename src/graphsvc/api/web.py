@@ -72,6 +72,8 @@ class Request:
         self._body: bytes | None = None
         self.caller: Any = None  # the authenticated user (accounts.permissions.Caller), once known
         self.upload: Any = None  # an upload's received file (uploads.jobs.UploadedBody)
+        # Its answer shows the time it is made (a window ending now by default): never kept.
+        self.shows_now = False
 
     @property
     def query(self) -> Query:
@@ -223,13 +225,17 @@ def error_response(
 
 
 async def send_response(send: Send, response: Response, request_id: str, head: bool) -> None:
-    """Every answer carries the request's id; HEAD gets the headers only."""
+    """Every answer carries the request's id; HEAD gets the headers only, and a 304 no
+    content headers (its Content-Length would have to be the 200's)."""
     headers = [
-        (b"content-type", response.content_type),
-        (b"content-length", str(len(response.body)).encode()),
         (b"requestid", request_id.encode()),
         *((name.lower().encode(), value.encode()) for name, value in response.headers.items()),
     ]
+    if response.status != 304:
+        headers += [
+            (b"content-type", response.content_type),
+            (b"content-length", str(len(response.body)).encode()),
+        ]
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else response.body})
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
+import secrets
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -61,8 +63,27 @@ class Database(Protocol):
         """A connection in autocommit: each statement reads its own consistent snapshot."""
         ...
 
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[Connection]:
-        """A connection in a write transaction, committed when the block ends without error."""
+    def reading_on_demand(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """As `reading`, but the connection is taken from the pool at the block's first
+        statement: a block that needs none (an answer from memory) takes none."""
+        ...
+
+    def transaction(
+        self, changes_answers: bool = True
+    ) -> contextlib.AbstractAsyncContextManager[Connection]:
+        """A connection in a write transaction, committed when the block ends without error.
+        Unless told it `changes_answers` not (a token's last access, a job kept alive), the
+        commit moves the store's data version (see `data_version`)."""
+        ...
+
+    async def follow_data_version(self) -> None:
+        """Start following the store's data version, for `data_version`."""
+        ...
+
+    def data_version(self) -> int | None:
+        """The store's data version as this process knows it: a value no earlier answer of
+        a changed store was made under. SQLite reads it at each call; PostgreSQL's is pushed
+        by NOTIFY and polled each DATA_VERSION_POLL_SECONDS. None: not known right now."""
         ...
 
 
@@ -78,15 +99,109 @@ def create_database(url: str, pool_size: int = 8, acquire_timeout: float | None 
     )
 
 
-async def run_in_transaction(url: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+async def run_in_transaction(
+    url: str, work: Callable[[Connection], Awaitable[T]], changes_answers: bool = True
+) -> T:
     """Open a one-connection database, run `work` in one write transaction, and close."""
     db = create_database(url, pool_size=1)
     await db.open()
     try:
-        async with db.transaction() as conn:
+        async with db.transaction(changes_answers) as conn:
             return await work(conn)
     finally:
         await db.close()
+
+
+# The store's data version (migration 0016): one row, moved forward by a random step by
+# every write transaction that can change an answer, as its last statement. Forward, so that
+# a process can tell a late or raced value from a newer one (it keeps the larger); by a random
+# step, so that a store restored from a backup does not count again through the values that
+# clients hold in their ETags.
+DATA_VERSION_CHANNEL = "graphsvc_data_version"  # PostgreSQL NOTIFY channel of the new value
+DATA_VERSION_POLL_SECONDS = 1.0  # how stale a replica's version may be when NOTIFY is lost
+READ_DATA_VERSION = "SELECT version FROM data_version WHERE id = 1"
+MOVE_DATA_VERSION = "UPDATE data_version SET version = version + $1 WHERE id = 1"
+MOVE_AND_NOTIFY_DATA_VERSION = """WITH moved AS (
+    UPDATE data_version SET version = version + $1 WHERE id = 1 RETURNING version)
+SELECT version, pg_notify($2, version::text) FROM moved"""
+
+
+VERSION_POLL_ERRORS: tuple[type[BaseException], ...] = (*DATABASE_ERRORS, OSError, TimeoutError)
+
+
+def data_version_step() -> int:
+    return 1 + secrets.randbits(31)
+
+
+def log_version_failure(exc: BaseException) -> None:
+    logging.getLogger("graphsvc").warning(
+        "the store's data version could not be read (%s): answers are made from the store, "
+        "none from memory, until it can",
+        describe_database_error(exc),
+    )
+
+
+class ConnectionOnDemand:
+    """A Connection that takes one from `connect` (a Database's `reading`) at its first
+    statement and gives it back when `release` is called."""
+
+    def __init__(
+        self, dialect: Dialect, connect: Callable[[], contextlib.AbstractAsyncContextManager[Any]]
+    ) -> None:
+        self.dialect = dialect
+        self.connect = connect
+        self.held: contextlib.AbstractAsyncContextManager[Any] | None = None
+        self.conn: Any = None
+
+    async def take(self) -> Any:
+        if self.conn is None:
+            held = self.connect()
+            self.conn = await held.__aenter__()
+            self.held = held
+        return self.conn
+
+    async def release(self, exc: BaseException | None) -> None:
+        if self.held is not None:
+            held, self.held, self.conn = self.held, None, None
+            if exc is None:
+                await held.__aexit__(None, None, None)
+            else:
+                await held.__aexit__(type(exc), exc, exc.__traceback__)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        rows: list[Row] = await (await self.take()).fetch(sql, *args)
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        row: Row | None = await (await self.take()).fetchrow(sql, *args)
+        return row
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await (await self.take()).fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await (await self.take()).execute(sql, *args)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await (await self.take()).executemany(sql, rows)
+
+    async def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        await (await self.take()).copy_rows(table, columns, rows)
+
+
+@contextlib.asynccontextmanager
+async def on_demand(
+    dialect: Dialect, connect: Callable[[], contextlib.AbstractAsyncContextManager[Any]]
+) -> AsyncIterator[Connection]:
+    conn = ConnectionOnDemand(dialect, connect)
+    try:
+        yield conn
+    except BaseException as exc:
+        await conn.release(exc)
+        raise
+    await conn.release(None)
 
 
 async def ping(conn: Connection) -> None:
@@ -394,6 +509,7 @@ class SQLiteDatabase:
         self.acquire_timeout = acquire_timeout
         self.idle: asyncio.Queue[sqlite3.Connection] | None = None
         self.executor: ThreadPoolExecutor | None = None
+        self.version_reader: sqlite3.Connection | None = None  # see `data_version`
 
     def _connect(self) -> sqlite3.Connection:
         raw = sqlite3.connect(
@@ -422,6 +538,9 @@ class SQLiteDatabase:
         return 0 if self.idle is None else self.pool_size - self.idle.qsize()
 
     async def close(self) -> None:
+        if self.version_reader is not None:
+            self.version_reader.close()
+            self.version_reader = None
         if self.idle is not None:
             while not self.idle.empty():
                 self.idle.get_nowait().close()
@@ -447,8 +566,11 @@ class SQLiteDatabase:
         async with self.connection() as raw:
             yield SQLiteConnection(raw, self.executor, inline=True)
 
+    def reading_on_demand(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        return on_demand(self.dialect, self.reading)
+
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
+    async def transaction(self, changes_answers: bool = True) -> AsyncIterator[Connection]:
         assert self.executor is not None, "database is not open"
         async with self.connection() as raw:
             conn = SQLiteConnection(raw, self.executor, inline=False)
@@ -459,10 +581,30 @@ class SQLiteDatabase:
             try:
                 await conn.execute("BEGIN IMMEDIATE")
                 yield conn
+                if changes_answers:
+                    await conn.execute(MOVE_DATA_VERSION, data_version_step())
                 await conn.execute("COMMIT")
             except BaseException:
                 await asyncio.shield(conn.run(roll_back, raw))
                 raise
+
+    async def follow_data_version(self) -> None:
+        raw = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Read on the event loop at each request, so it never waits: a read of a WAL store
+        # waits only in rare moments (another connection recovering the WAL), and then the
+        # version is unknown for that request.
+        raw.execute("PRAGMA busy_timeout=0")
+        self.version_reader = raw
+
+    def data_version(self) -> int | None:
+        """Read at each call, on the event loop: 2 us in process (bench/README)."""
+        if self.version_reader is None:
+            return None
+        try:
+            row = self.version_reader.execute(READ_DATA_VERSION).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else int(row[0])
 
 
 # --- PostgreSQL ------------------------------------------------------------------------
@@ -516,6 +658,10 @@ class PostgresDatabase:
         self.pool_size = pool_size
         self.acquire_timeout = acquire_timeout
         self.pool: Any = None
+        self.version: int | None = None  # see `data_version`
+        self.lower_polled: int | None = None  # a poll's value below `version`, once
+        self.listener: Any = None  # the connection LISTENing on DATA_VERSION_CHANNEL
+        self.polling: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         self.pool = await asyncpg.create_pool(
@@ -532,6 +678,12 @@ class PostgresDatabase:
         return int(self.pool.get_size() - self.pool.get_idle_size())
 
     async def close(self) -> None:
+        if self.polling is not None:
+            self.polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.polling
+            self.polling = None
+        await self.drop_listener()
         if self.pool is not None:
             await self.pool.close()
 
@@ -552,7 +704,79 @@ class PostgresDatabase:
         async with self.connection() as raw:
             yield PostgresConnection(raw)
 
+    def reading_on_demand(self) -> contextlib.AbstractAsyncContextManager[Connection]:
+        return on_demand(self.dialect, self.reading)
+
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
+    async def transaction(self, changes_answers: bool = True) -> AsyncIterator[Connection]:
+        version = None
         async with self.connection() as raw, raw.transaction():
             yield PostgresConnection(raw)
+            if changes_answers:
+                # Moved as the transaction's last statement: the row stays locked, holding
+                # back a concurrent writer's commit, only while this one commits.
+                version = await raw.fetchval(
+                    MOVE_AND_NOTIFY_DATA_VERSION, data_version_step(), DATA_VERSION_CHANNEL
+                )
+        if version is not None:  # this process knows it at once; others when notified
+            self.note_version(version)
+
+    async def follow_data_version(self) -> None:
+        await self.listen()
+        self.polling = asyncio.create_task(self.poll_data_version())
+
+    def data_version(self) -> int | None:
+        return self.version
+
+    async def listen(self) -> None:
+        """A connection of its own (LISTEN is session state, which pooled connections never
+        keep), then the version as it is now: no change is missed between the two."""
+        listener = await asyncpg.connect(self.dsn)
+        try:
+            await listener.add_listener(DATA_VERSION_CHANNEL, self.note_notified_version)
+            self.version = await listener.fetchval(READ_DATA_VERSION)
+            self.lower_polled = None
+        except BaseException:
+            await listener.close()
+            raise
+        self.listener = listener
+
+    def note_notified_version(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self.note_version(int(payload))
+
+    def note_version(self, version: int) -> None:
+        if self.version is None or version > self.version:
+            self.version = version
+
+    def note_polled_version(self, version: int) -> None:
+        """A poll read that began before a commit this process noted can return the value
+        before it: a lower value is believed only when the next poll returns it again (the
+        store was restored from a backup)."""
+        if self.version is not None and version < self.version and version != self.lower_polled:
+            self.lower_polled = version
+            return
+        self.lower_polled = None
+        self.version = version
+
+    async def poll_data_version(self) -> None:
+        """Read the version each DATA_VERSION_POLL_SECONDS, which also finds a listening
+        connection that was lost (then reconnected); while there is none, the version is
+        unknown, and nothing is answered from memory."""
+        while True:
+            await asyncio.sleep(DATA_VERSION_POLL_SECONDS)
+            try:
+                if self.listener is None or self.listener.is_closed():
+                    await self.drop_listener()
+                    await self.listen()
+                else:
+                    self.note_polled_version(await self.listener.fetchval(READ_DATA_VERSION))
+            except VERSION_POLL_ERRORS as exc:
+                self.version = None
+                await self.drop_listener()
+                log_version_failure(exc)
+
+    async def drop_listener(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            with contextlib.suppress(*DATABASE_ERRORS, OSError):
+                await listener.close(timeout=2)

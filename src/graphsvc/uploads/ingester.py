@@ -124,7 +124,7 @@ class JobIngester:
                 await time_out_jobs(conn, stale, now)
         if job_id is None:
             return bool(stale)
-        async with db.transaction() as conn:
+        async with db.transaction(changes_answers=False) as conn:  # no answer shows leases
             if not await uploads.take_lease(conn, self.holder, now, self.lease_until()):
                 return False
             job_id = await uploads.next_queued_job(conn)  # again, under the lease
@@ -261,7 +261,7 @@ class JobIngester:
         )
 
     async def give_back_lease(self, db: Database) -> None:
-        async with db.transaction() as conn:
+        async with db.transaction(changes_answers=False) as conn:
             await uploads.release_lease(conn, self.holder)
 
 
@@ -351,7 +351,7 @@ class LeaseKeeper:
     def run(self) -> None:
         while not self.done.wait(self.lease_seconds / 3):
             try:
-                asyncio.run(run_in_transaction(self.url, self.renew))
+                asyncio.run(run_in_transaction(self.url, self.renew, changes_answers=False))
             except DATABASE_ERRORS as exc:
                 # On SQLite the ingest holds the write lock: nobody else can take the lease.
                 log.debug("lease renewal skipped: %s", exc)
