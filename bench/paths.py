@@ -205,7 +205,7 @@ def measure_size(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         sqlite = f"sqlite:///{Path(folder) / 'paths.sqlite3'}"
         result |= measure_store("sqlite", sqlite, shape, len(edges), tops, exposed)
     if args.postgres:
-        url = postgres_database(args.postgres, Path(tempfile.gettempdir()))
+        url = postgres_database(args.postgres)
         if url is None:
             if not args.smoke:
                 raise SystemExit(f"PostgreSQL at {args.postgres} is not reachable (--no-postgres?)")

@@ -1,17 +1,22 @@
 """Benchmark every operation against two ceilings of the same machine, in one run.
 
-    python bench/run.py [--postgres URL] [--duration 5] [--users 8000] [--variants 200] [--smoke]
+    python bench/run.py [--postgres URL] [--duration 5] [--users 8000] [--variants 200]
+                        [--before REV] [--smoke]
 
 For each store (SQLite, and PostgreSQL when reachable): loads the demo dataset plus a
 generated AD collection and starts, one after the other, each pinned to core 0: graphsvc
-(rate limiting on, with a limit no benchmark reaches); the static ceiling (bench/static.py:
-answers each request with the bytes graphsvc answered it with, recorded first, and does
-nothing else); and the same-SQL ceiling (bench/ceiling.py: graphsvc's SQL and JSON encoding,
-no framework, auth or limits). wrk, pinned to core 1, drives each operation at 1 and at 32
-connections with a Lua script that cycles through up to --variants signed request targets
-(other computers, tenants, providers and clients, skips and windows). Prints a table and
-writes bench/results/run.json. --smoke is a seconds-long run for CI: it checks that
-everything runs and answers 200, not how fast.
+(rate limiting on, with a limit no benchmark reaches), which answers each target once and
+is then driven twice: `warm` (answers from memory) and `304` (each request names its
+answer's ETag in If-None-Match); graphsvc with no answer cache, `cold` (every answer made
+as after a data change); the static ceiling (bench/static.py: answers each request with the
+bytes graphsvc answered it with, recorded first, and does nothing else); and the same-SQL
+ceiling (bench/ceiling.py: graphsvc's SQL and JSON encoding, no framework, auth or limits).
+With --before REV, also `before`: graphsvc as it was at git revision REV (a worktree on
+PYTHONPATH), on a store of its own loaded the same way. wrk, pinned to core 1, drives each
+operation at 1 and at 32 connections with a Lua script that cycles through up to
+--variants signed request targets (other computers, tenants, providers and clients, skips
+and windows). Prints a table and writes bench/results/run.json. --smoke is a seconds-long
+run for CI: it checks that everything runs and answers 200 (or 304), not how fast.
 """
 
 from __future__ import annotations
@@ -165,11 +170,24 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def write_script(path: Path, targets: list[str], token_id: str, token_key: str) -> None:
-    """A wrk script that cycles through the targets, each with its own signature."""
+def write_script(
+    path: Path,
+    targets: list[str],
+    token_id: str,
+    token_key: str,
+    etags: dict[str, str] | None = None,
+) -> None:
+    """A wrk script that cycles through the targets, each with its own signature and, with
+    `etags`, its answer's ETag in If-None-Match."""
     date = request_date()
+
+    def lua(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
     rows = ",\n".join(
-        f'  {{"{t}", "{sign_request(token_key, "GET", t, date, b"")}"}}' for t in targets
+        f"  {{{lua(t)}, {lua(sign_request(token_key, 'GET', t, date, b''))}"
+        f"{', ' + lua(etags[t]) if etags else ''}}}"
+        for t in targets
     )
     path.write_text(
         f'wrk.headers["Authorization"] = "svcsignature {token_id}"\n'
@@ -179,7 +197,8 @@ def write_script(path: Path, targets: list[str], token_id: str, token_key: str) 
         "request = function()\n"
         "  i = i % #requests + 1\n"
         '  wrk.headers["Signature"] = requests[i][2]\n'
-        '  return wrk.format("GET", requests[i][1])\n'
+        + ('  wrk.headers["If-None-Match"] = requests[i][3]\n' if etags else "")
+        + '  return wrk.format("GET", requests[i][1])\n'
         "end\n"
     )
 
@@ -232,26 +251,50 @@ def signed(token_id: str, token_key: str, uri: str) -> dict[str, str]:
     }
 
 
-def record_answers(port: int, demo: dict[str, Any], targets: list[str]) -> dict[str, str]:
-    """graphsvc's answer to each target, for the static ceiling to send back."""
-    answers = {}
+def signed_get(
+    port: int, demo: dict[str, Any], target: str, headers: dict[str, str] | None = None
+) -> tuple[int, bytes, str | None]:
+    """GET `target` signed with the demo's token: status, body and ETag."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        sent = {**signed(demo["token_id"], demo["token_key"], target), **(headers or {})}
+        connection.request("GET", target, headers=sent)
+        response = connection.getresponse()
+        return response.status, response.read(), response.headers["ETag"]
+    finally:
+        connection.close()
+
+
+def record_answers(
+    port: int, demo: dict[str, Any], targets: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """graphsvc's answer to each target, for the static ceiling to send back, and its ETag,
+    for the 304 runs."""
+    answers, etags = {}, {}
     for target in targets:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            connection.request(
-                "GET", target, headers=signed(demo["token_id"], demo["token_key"], target)
-            )
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
-        if response.status != 200:
-            raise SystemExit(f"GET {target}: {response.status} {body[:300]!r}")
-        answers[target] = body.decode()
-    return answers
+        status, body, etag = signed_get(port, demo, target)
+        if status != 200 or etag is None:
+            raise SystemExit(f"GET {target}: {status} {body[:300]!r}")
+        answers[target], etags[target] = body.decode(), etag
+    return answers, etags
 
 
-SERVERS = ("graphsvc", "static", "ceiling")  # graphsvc first: the static one answers its bytes
+def check_not_modified(port: int, demo: dict[str, Any], etags: dict[str, str]) -> None:
+    """Each target with its answer's ETag answers 304 (wrk counts a 304 as a success, and
+    would not tell a 200 from it)."""
+    for target, etag in etags.items():
+        status, _, _ = signed_get(port, demo, target, {"If-None-Match": etag})
+        if status != 304:
+            raise SystemExit(f"GET {target} with If-None-Match {etag}: {status}")
+
+
+# graphsvc first: the static ceiling answers its bytes. Each server's runs, by answer mode.
+SERVERS = {
+    "graphsvc": ("warm", "304"),
+    "cold": ("cold",),
+    "static": ("static",),
+    "ceiling": ("ceiling",),
+}
 
 
 def server_command(server: str, port: int, url: str, answers: Path) -> list[str]:
@@ -276,8 +319,8 @@ def server_command(server: str, port: int, url: str, answers: Path) -> list[str]
     return [sys.executable, "-m", "graphsvc", "serve", "--port", str(port)]
 
 
-def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    environment = {
+def store_environment(url: str, work: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "GRAPHSVC_DATA_DIR": str(work),
         "GRAPHSVC_DATABASE_URL": url,
@@ -289,73 +332,135 @@ def bench_store(name: str, url: str, work: Path, args: argparse.Namespace) -> li
         "GRAPHSVC_RATE_LIMIT_PER_SECOND": "1000000000",
         "GRAPHSVC_INGESTER": "false",
     }
+
+
+def bench_store(
+    name: str, url: str, work: Path, args: argparse.Namespace, before: tuple[Path, str] | None
+) -> list[dict[str, Any]]:
+    environment = store_environment(url, work)
     demo = prepare(environment, work, args.users)
     targets = operations(demo, args.variants)
     answers = work / "answers.json"
     results = []
-    for server in SERVERS:
+    for server, modes in SERVERS.items():
         port = free_port()
         command = server_command(server, port, url, answers)
-        process = start(command, port, environment, work / f"{server}.log")
+        served = environment
+        if server == "cold":  # every answer made again, as after each change of the data
+            served = {**environment, "GRAPHSVC_ANSWER_CACHE_BYTES": "0"}
+        process = start(command, port, served, work / f"{server}.log")
         try:
-            if server == "graphsvc":
-                recorded = record_answers(port, demo, [t for ts in targets.values() for t in ts])
+            etags: dict[str, str] = {}
+            if server == "graphsvc":  # which also puts every answer in its memory
+                recorded, etags = record_answers(
+                    port, demo, [t for ts in targets.values() for t in ts]
+                )
                 answers.write_text(json.dumps(recorded))
-            for operation, uris in targets.items():
-                script = work / f"{operation}.lua"
-                write_script(script, uris, demo["token_id"], demo["token_key"])
-                for connections in args.connections:
-                    figures = wrk(port, script, connections, args.duration)
-                    results.append(
-                        {
-                            "store": name,
-                            "server": server,
-                            "operation": operation,
-                            "targets": len(uris),
-                            "connections": connections,
-                            **figures,
-                        }
-                    )
+                check_not_modified(port, demo, etags)
+            for mode in modes:
+                results += drive(name, mode, port, targets, demo, work, args, etags)
             peak = peak_rss_mb(server_pid(process))
             for row in results:
-                if row["server"] == server and row["store"] == name:
+                if row["server"] in modes and row["store"] == name:
                     row["server_peak_rss_mb"] = peak
         finally:
             stop(process)
+    if before is not None:
+        results += bench_before(name, before, work, args)
+    return results
+
+
+def bench_before(
+    name: str, before: tuple[Path, str], work: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """graphsvc at the revision `--before` names (its source tree first on PYTHONPATH), on a
+    store of its own (`url`) loaded the same way: its demo's identifiers are its own."""
+    source, url = before
+    folder = work.parent / "before" / name  # made by store_urls
+    environment = {**store_environment(url, folder), "PYTHONPATH": str(source / "src")}
+    demo = prepare(environment, folder, args.users)
+    targets = operations(demo, args.variants)
+    port = free_port()
+    process = start(server_command("graphsvc", port, url, work), port, environment, folder / "log")
+    try:
+        results = drive(name, "before", port, targets, demo, work, args, {})
+        peak = peak_rss_mb(server_pid(process))
+    finally:
+        stop(process)
+    for row in results:
+        row["server_peak_rss_mb"] = peak
+    return results
+
+
+def drive(
+    store: str,
+    mode: str,
+    port: int,
+    targets: dict[str, list[str]],
+    demo: dict[str, Any],
+    work: Path,
+    args: argparse.Namespace,
+    etags: dict[str, str],
+) -> list[dict[str, Any]]:
+    """wrk on each operation's targets at each number of connections."""
+    results = []
+    for operation, uris in targets.items():
+        script = work / f"{operation}.lua"
+        sent = etags if mode == "304" else None
+        write_script(script, uris, demo["token_id"], demo["token_key"], sent)
+        for connections in args.connections:
+            figures = wrk(port, script, connections, args.duration)
+            results.append(
+                {
+                    "store": store,
+                    "server": mode,
+                    "operation": operation,
+                    "targets": len(uris),
+                    "connections": connections,
+                    **figures,
+                }
+            )
     return results
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    by_server = {
-        (r["server"], r["store"], r["operation"], r["connections"]): r["rps"] for r in results
-    }
+    """A row per store, operation and connections: req/s of each answer mode and ceiling,
+    and each mode's ratio to the static ceiling (and cold's to before, when run)."""
+    rps = {(r["server"], r["store"], r["operation"], r["connections"]): r for r in results}
+    modes = ["cold", "warm", "304"] + (["before"] if any(k[0] == "before" for k in rps) else [])
     lines = [
-        "| store | operation | conns | req/s | p50 ms | p99 ms | same-SQL req/s | ratio "
-        "| static req/s | ratio | peak RSS MB | non-2xx |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| store | operation | conns | "
+        + " | ".join(f"{m} req/s" for m in modes)
+        + " | same-SQL req/s | static req/s | cold/static | warm/static | 304/static"
+        + (" | cold/before" if "before" in modes else "")
+        + " | warm p99 ms | peak RSS MB |",
+        "|---" * (10 + len(modes) + ("before" in modes)) + "|",
     ]
     for r in results:
-        if r["server"] != "graphsvc":
+        if r["server"] != "warm":
             continue
         key = (r["store"], r["operation"], r["connections"])
-        ceiling, static = by_server[("ceiling", *key)], by_server[("static", *key)]
-        r["ratio"] = round(r["rps"] / ceiling, 2) if ceiling else 0.0
-        r["static_ratio"] = round(r["rps"] / static, 2) if static else 0.0
-        lines.append(
-            f"| {r['store']} | {r['operation']} | {r['connections']} | {r['rps']:.0f} "
-            f"| {r['p50_ms']} | {r['p99_ms']} | {ceiling:.0f} | {r['ratio']} "
-            f"| {static:.0f} | {r['static_ratio']} | {r['server_peak_rss_mb']} | {r['non_2xx']} |"
-        )
+        found = {m: rps[(m, *key)]["rps"] for m in (*modes, "ceiling", "static")}
+        static = found["static"]
+        for m in ("cold", "warm", "304"):
+            rps[(m, *key)]["static_ratio"] = round(found[m] / static, 2) if static else 0.0
+        cells = [f"{found[m]:.0f}" for m in (*modes, "ceiling", "static")]
+        cells += [str(rps[(m, *key)]["static_ratio"]) for m in ("cold", "warm", "304")]
+        if "before" in modes:
+            cells.append(str(round(found["cold"] / found["before"], 2)))
+        cells += [str(r["p99_ms"]), str(r["server_peak_rss_mb"])]
+        lines.append(f"| {' | '.join(str(k) for k in key)} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
-def postgres_database(url: str, work: Path) -> str | None:
-    """A fresh database on the server at `url`, or None when it is not reachable."""
+def postgres_database(url: str, name: str = "") -> str | None:
+    """A fresh database `name` (by default one named after this process) on the server at
+    `url`, or None when it is not reachable."""
     import asyncio
 
     import asyncpg as pg
 
-    name = f"graphsvc_bench_{os.getpid()}"
+    name = name or f"graphsvc_bench_{os.getpid()}"
 
     async def create() -> None:
         conn = await pg.connect(url, timeout=3)
@@ -392,11 +497,11 @@ def drop_postgres_database(url: str) -> None:
     asyncio.run(drop())
 
 
-def store_urls(work: Path, postgres_url: str) -> dict[str, str]:
-    """SQLite in `work`, and a fresh PostgreSQL database when the server is reachable; each
-    store gets a folder of its own under `work`."""
+def store_urls(work: Path, postgres_url: str, name: str = "") -> dict[str, str]:
+    """SQLite in `work`, and a fresh PostgreSQL database `name` when the server is
+    reachable; each store gets a folder of its own under `work`."""
     stores = {"sqlite": f"sqlite:///{work / 'sqlite' / 'bench.sqlite3'}"}
-    postgres = postgres_database(postgres_url, work)
+    postgres = postgres_database(postgres_url, name)
     if postgres:
         stores["postgresql"] = postgres
     for name in stores:
@@ -412,6 +517,9 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--users", type=int, default=8000, help="users in the generated domain")
     parser.add_argument("--variants", type=int, default=200, help="request targets per operation")
+    parser.add_argument(
+        "--before", metavar="REV", help="also run graphsvc at this git revision, for comparison"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
     args = parser.parse_args()
     args.connections = [1, 32]
@@ -425,12 +533,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="graphsvc-bench-") as folder:
         work = Path(folder)
         urls = store_urls(work, args.postgres)
+        before_urls: dict[str, str] = {}
         try:
+            if args.before:
+                source = work / "before-source"
+                subprocess.run(
+                    ["git", "worktree", "add", "--detach", str(source), args.before],
+                    cwd=HERE.parent,
+                    check=True,
+                    capture_output=True,
+                )
+                (work / "before").mkdir()
+                before_urls = store_urls(
+                    work / "before", args.postgres, f"graphsvc_bench_before_{os.getpid()}"
+                )
             for name, url in urls.items():
-                results += bench_store(name, url, work / name, args)
+                before = (source, before_urls[name]) if name in before_urls else None
+                results += bench_store(name, url, work / name, args, before)
         finally:
-            if "postgresql" in urls:
-                drop_postgres_database(urls["postgresql"])
+            for made in (urls, before_urls):
+                if "postgresql" in made:
+                    drop_postgres_database(made["postgresql"])
+            if args.before:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(work / "before-source")],
+                    cwd=HERE.parent,
+                    check=False,
+                    capture_output=True,
+                )
     print(table(results))
     failed = [r for r in results if r["non_2xx"]]
     out = HERE / "results" / ("smoke.json" if args.smoke else "run.json")

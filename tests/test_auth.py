@@ -570,3 +570,36 @@ def test_jwts_survive_a_restart_with_generated_keys(database_url: str, tmp_path:
     assert answer.status_code == 200, answer.text
     assert answer.json()["data"]["principal_name"] == "admin"
     assert (tmp_path / "keys" / "jwt-signing.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_signature_verified_before_is_taken_again_and_no_other(env: Env) -> None:
+    """A bodiless request verified once is remembered (see `BodySignature.verify`): sent
+    again it is admitted without the HMACs, but a changed signature, date hour or URI is
+    checked in full, and a token revoked since is refused."""
+    reader = env.user_with_token("reader", "Read-Only")
+    uri = "/api/v2/self"
+    headers = env.signed_headers("GET", uri, reader)
+    remembered = env.client.app.auth.verified_signatures  # type: ignore[attr-defined]
+    assert env.request("GET", uri, headers).status_code == 200
+    assert len(remembered) == 1
+    assert env.request("GET", uri, headers).status_code == 200
+    wrong = {**headers, "Signature": headers["Signature"][:-4] + "AAAA"}
+    assert env.request("GET", uri, wrong).status_code == 401
+    other_uri = env.request("GET", uri + "?x=1", headers)
+    assert other_uri.status_code == 401
+    later = (datetime.now(UTC) + timedelta(hours=-1)).isoformat().replace("+00:00", "Z")
+    assert env.request("GET", uri, {**headers, "RequestDate": later}).status_code == 401
+    assert len(remembered) == 1  # nothing refused is remembered
+    long_uri = uri + "?" + "x" * 2000  # refused (400) after its signature, but valid
+    assert (
+        env.request("GET", long_uri, env.signed_headers("GET", long_uri, reader)).status_code == 400
+    )
+    assert len(remembered) == 1  # too long to be remembered (REMEMBERED_URI_LENGTH)
+    revoked = env.request(
+        "DELETE",
+        f"/api/v2/tokens/{reader.id}",
+        env.signed_headers("DELETE", f"/api/v2/tokens/{reader.id}"),
+    )
+    assert revoked.status_code == 200, revoked.text
+    refused = env.request("GET", uri, headers)
+    assert refused.status_code == 401 and refused.json()["errors"][0]["context"] == "auth"

@@ -27,6 +27,7 @@ from graphsvc.api.answers import (
     etag_salt,
     make_key,
     matches_none,
+    names_any,
     version_etag,
 )
 from graphsvc.api.auth import Authenticator, Identity, TokenRefused
@@ -34,7 +35,13 @@ from graphsvc.api.context import Context
 from graphsvc.api.login import PASSWORD_CHECKS_AT_ONCE
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.openapi import build_openapi
-from graphsvc.api.params import Filters, TheCaller, query_names_of, refuse_undeclared_query
+from graphsvc.api.params import (
+    BaseUrl,
+    Filters,
+    TheCaller,
+    query_names_of,
+    refuse_undeclared_query,
+)
 from graphsvc.api.ratelimit import (
     RateLimiter,
     client_address,
@@ -50,7 +57,6 @@ from graphsvc.api.web import (
     Receive,
     Request,
     Response,
-    Route,
     Scope,
     Send,
     body_too_large,
@@ -58,6 +64,7 @@ from graphsvc.api.web import (
     decode_json,
     encode,
     error_response,
+    index_routes,
     json_response,
     match_route,
     new_request_id,
@@ -135,24 +142,33 @@ class App:
             for op in OPERATIONS
             if not any(isinstance(p, Filters) for p in op.parameters)
         }
-        # The operations whose answer is the caller's own: the user is part of its key.
+        # The operations whose answer is the caller's own, or depends on who may see it: the
+        # user is part of its key. Those that show the URL the service was reached at, when
+        # no public URL is set: that URL is (a request's Host must not decide another's).
         self.per_caller = {
             op.operation_id
             for op in OPERATIONS
             if any(isinstance(p, TheCaller) for p in op.parameters)
         }
+        self.per_base_url = {
+            op.operation_id
+            for op in OPERATIONS
+            if not settings.public_url and any(isinstance(p, BaseUrl) for p in op.parameters)
+        }
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
             by_path.setdefault(op.path, []).append(op)
-        self.routes: list[Route] = [
-            route(
-                path,
-                {op.method: self.endpoint(op) for op in ops},
-                max(body_limit(op, settings) for op in ops),
-                {op.method: op.operation_id for op in ops},
-            )
-            for path, ops in by_path.items()
-        ]
+        self.routes = index_routes(
+            [
+                route(
+                    path,
+                    {op.method: self.endpoint(op) for op in ops},
+                    max(body_limit(op, settings) for op in ops),
+                    {op.method: op.operation_id for op in ops},
+                )
+                for path, ops in by_path.items()
+            ]
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -398,21 +414,36 @@ class App:
             if matches_none(if_none_match, etag):
                 return Response(304, b"", headers)
             return Response(op.status, body, headers)
-        user_id = request.caller.principal.user_id if op.operation_id in self.per_caller else None
-        key = make_key(op.operation_id, request.path_params, request.query, user_id)
-        kept = self.answers.get(version, key)
-        headers["ETag"] = etag = (
-            version_etag(version, key, self.etag_salt) if kept is None else kept.etag
+        key = make_key(
+            op.operation_id, request.path_params, request.query, self.key_context(op, request)
         )
-        if matches_none(if_none_match, etag):
-            return Response(304, b"", headers)
+        kept = self.answers.get(version, key)
         if kept is not None:
+            headers["ETag"] = kept.etag
+            if matches_none(if_none_match, kept.etag):
+                return Response(304, b"", headers)
             self.metrics.answer_hits.inc()
             return Response(op.status, kept.body, headers)
+        headers["ETag"] = etag = version_etag(version, key, self.etag_salt)
+        # A tag of this version names an answer that was made (here or by another replica):
+        # 304 at once. `*` names any answer, so the operation runs first (it may fail).
+        if matches_none(if_none_match, etag) and not names_any(if_none_match):
+            return Response(304, b"", headers)
         self.metrics.answer_misses.inc()
         body = encode(await self.run_operation(op, conn, request, arguments, None))
         self.answers.put(version, key, Answer(etag, body))
+        if names_any(if_none_match):
+            return Response(304, b"", headers)
         return Response(op.status, body, headers)
+
+    def key_context(self, op: Operation, request: Request) -> list[str | None]:
+        """What an answer depends on besides the operation and its parameters."""
+        context: list[str | None] = []
+        if op.operation_id in self.per_caller:
+            context.append(request.caller.principal.user_id)
+        if op.operation_id in self.per_base_url:
+            context.append(request.base_url())
+        return context
 
     def preference_applied(self, request: Request) -> dict[str, str]:
         """The answer's headers, with Preference-Applied when the client sent `Prefer`

@@ -385,6 +385,7 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.SelfResponse,
         ERRORS,
         parameters=(TheCaller(),),
+        cached=False,  # the calling token and its last_access, which moves as it signs
     ),
     Operation(
         "POST",
