@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 DCOM_GROUP_RID = 562
+ADMIN_GROUP_RID = 544
 
 
 @dataclass
@@ -27,6 +28,10 @@ class Domain:
     computers: dict[int, str] = field(default_factory=dict)
     members: dict[int, list[int]] = field(default_factory=dict)  # group RID -> member RIDs
     dcom: dict[int, list[int]] = field(default_factory=dict)  # computer RID -> principal RIDs
+    admins: dict[int, list[int]] = field(default_factory=dict)  # computer RID -> principal RIDs
+    sessions: dict[int, list[int]] = field(default_factory=dict)  # computer RID -> user RIDs
+    # object RID (or 0, the domain) -> (principal RID, right) of its ACEs
+    aces: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
 
     def id_of(self, rid: int) -> str:
         return f"{self.sid}-{rid}"
@@ -42,6 +47,17 @@ class Domain:
     def properties(self, name: str) -> dict[str, Any]:
         return {"name": name, "domain": self.name, "domainsid": self.sid}
 
+    def aces_of(self, rid: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "PrincipalSID": self.id_of(principal),
+                "PrincipalType": self.kind_of(principal),
+                "RightName": right,
+                "IsInherited": False,
+            }
+            for principal, right in self.aces.get(rid, [])
+        ]
+
     def domain_record(self) -> dict[str, Any]:
         children = [self.ref(rid) for rid in (*self.users, *self.groups, *self.computers)]
         return {
@@ -50,7 +66,7 @@ class Domain:
             "ChildObjects": children,
             "Links": [],
             "Trusts": [],
-            "Aces": [],
+            "Aces": self.aces_of(0),
         }
 
     def user_records(self) -> Iterator[dict[str, Any]]:
@@ -59,7 +75,7 @@ class Domain:
                 "ObjectIdentifier": self.id_of(rid),
                 "Properties": {**self.properties(f"{name}@{self.name}"), "enabled": True},
                 "PrimaryGroupSID": self.id_of(513),
-                "Aces": [],
+                "Aces": self.aces_of(rid),
                 "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
             }
 
@@ -69,31 +85,48 @@ class Domain:
                 "ObjectIdentifier": self.id_of(rid),
                 "Properties": self.properties(f"{name}@{self.name}"),
                 "Members": [self.ref(m) for m in self.members.get(rid, [])],
-                "Aces": [],
+                "Aces": self.aces_of(rid),
                 "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
             }
 
     def computer_records(self) -> Iterator[dict[str, Any]]:
         for rid, name in self.computers.items():
             host = f"{name}.{self.name}"
-            dcom_group = {
-                "ObjectIdentifier": f"{self.id_of(rid)}-{DCOM_GROUP_RID}",
-                "Name": f"DISTRIBUTED COM USERS@{host}",
-                "Collected": True,
-                "FailureReason": None,
-                "LocalNames": [],
-                "Results": [self.ref(p) for p in self.dcom.get(rid, [])],
-            }
-            yield {
+            groups = [self.local_group(rid, DCOM_GROUP_RID, "DISTRIBUTED COM USERS", self.dcom)]
+            if self.admins:  # a domain described without them is collected without them
+                groups.append(self.local_group(rid, ADMIN_GROUP_RID, "ADMINISTRATORS", self.admins))
+            record = {
                 "ObjectIdentifier": self.id_of(rid),
                 "Properties": {**self.properties(host), "enabled": True},
                 "PrimaryGroupSID": self.id_of(515),
                 "DomainSID": self.sid,
-                "LocalGroups": [dcom_group],
-                "Aces": [],
+                "LocalGroups": groups,
+                "Aces": self.aces_of(rid),
                 "Status": None,
                 "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
             }
+            if self.sessions:
+                record["Sessions"] = {
+                    "Collected": True,
+                    "FailureReason": None,
+                    "Results": [
+                        {"UserSID": self.id_of(user), "ComputerSID": self.id_of(rid)}
+                        for user in self.sessions.get(rid, [])
+                    ],
+                }
+            yield record
+
+    def local_group(
+        self, rid: int, group_rid: int, name: str, holders: dict[int, list[int]]
+    ) -> dict[str, Any]:
+        return {
+            "ObjectIdentifier": f"{self.id_of(rid)}-{group_rid}",
+            "Name": f"{name}@{self.computers[rid]}.{self.name}",
+            "Collected": True,
+            "FailureReason": None,
+            "LocalNames": [],
+            "Results": [self.ref(p) for p in holders.get(rid, [])],
+        }
 
     def documents(self) -> dict[str, Iterable[dict[str, Any]]]:
         return {

@@ -53,7 +53,8 @@ def sid(rid: int) -> str:
 
 
 def demo_domain() -> Domain:
-    """One domain; DCOM held directly and through groups nested three levels deep."""
+    """One domain; DCOM held directly and through groups nested three levels deep, local
+    admins, sessions and a few ACEs."""
     domain = Domain(DOMAIN, DOMAIN_SID)
     domain.users = {
         500: "ADMINISTRATOR",
@@ -95,6 +96,14 @@ def demo_domain() -> Domain:
         1204: [1108],
     }
     domain.dcom = {1300: [1203, 1111], 1301: [1204, 1112], 1303: [1109], 1000: [512]}
+    # An attack path to show: BOB > TIER1 SUPPORT > HELPDESK, admin on WS01, where the
+    # ADMINISTRATOR has a session; SVC_BACKUP can DCSync; FRANK can reset ALICE's password.
+    domain.admins = {1302: [1201], 1301: [1204], 1000: [512]}
+    domain.sessions = {1302: [500, 1107], 1301: [1108]}
+    domain.aces = {
+        0: [(1111, "GetChanges"), (1111, "GetChangesAll")],
+        1104: [(1109, "ForceChangePassword")],
+    }
     return domain
 
 
