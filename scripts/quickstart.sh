@@ -56,6 +56,11 @@ done
 
 .venv/bin/graphsvc examples "$demo" --base-url "$base"
 echo
+secret=$(.venv/bin/python -c 'import json, sys; print(json.load(open(sys.argv[1]))["admin_secret"])' "$demo")
+domain=$(.venv/bin/python -c 'from graphsvc.demo.dataset import DOMAIN_SID; print(DOMAIN_SID)')
+echo "# The web console: open $base/ui/ and sign in as admin with the secret $secret"
+echo "# A path from the demo's BOB to its Domain Admins: $base/ui/#/paths/$domain-1105/$domain-512"
+echo "# The API reference: $base/api/v2/docs"
 echo "# Serving on $base (Ctrl-C stops). From a second terminal, this server for the"
 echo "# README's commands, and fresh signed examples:"
 echo "#   export GRAPHSVC_URL=$base GRAPHSVC_DATA_DIR=$GRAPHSVC_DATA_DIR"

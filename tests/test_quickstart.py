@@ -16,10 +16,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.conftest import POSTGRES_URL, admin_sql, free_port, require_postgres, with_database
+from tests.conftest import (
+    POSTGRES_URL,
+    admin_sql,
+    chromium,
+    free_port,
+    require_postgres,
+    with_database,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -41,10 +49,14 @@ def readme_commands(title: str) -> list[str]:
 
 
 def play_quickstart(
-    folder: Path, environment: dict[str, str], while_serving: str = ""
+    folder: Path,
+    environment: dict[str, str],
+    while_serving: str = "",
+    in_browser: Callable[[list[str]], None] | None = None,
 ) -> tuple[list[str], str]:
     """Run the quickstart until it says it serves; paste every printed command into one shell,
-    then run `while_serving` there; return each printed command's output, and the latter's."""
+    then run `while_serving` there, and `in_browser` with what it printed; return each
+    printed command's output, and the shell's."""
     port = free_port()
     process = subprocess.Popen(
         ["bash", "scripts/quickstart.sh"],
@@ -80,6 +92,8 @@ def play_quickstart(
             check=False,
         )
         assert extra.returncode == 0, extra.stderr
+        if in_browser is not None:
+            in_browser(printed)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
@@ -93,6 +107,30 @@ def assert_all_succeeded(outputs: list[str]) -> None:
         body = json.loads(output)
         assert "http_status" not in body, body  # the error body; success bodies have none
         assert "data" in body or "count" in body
+
+
+def open_the_printed_console(printed: list[str]) -> None:
+    """Open the console the quickstart names, sign in with the secret it prints, and see the
+    statistics as charts and the printed path as a graph."""
+    console = next(line for line in printed if line.startswith("# The web console: "))
+    found = re.fullmatch(
+        r"# The web console: open (\S+) and sign in as admin with the secret (\S+)", console
+    )
+    assert found is not None, console
+    address, secret = found.groups()
+    path = next(line for line in printed if line.startswith("# A path from")).rsplit(" ", 1)[1]
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(address)
+        page.fill("#username", "admin")
+        page.fill("#secret", secret)
+        page.click("#sign-in-form button[type=submit]")
+        page.wait_for_selector(".environment")
+        page.click("#nav a[data-page=quality]")
+        page.wait_for_selector("svg.chart .point")
+        page.goto(path)
+        page.wait_for_selector("svg.path-graph .node")
+        assert page.locator("svg.path-graph .edge").count() == 5
 
 
 def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
@@ -129,8 +167,9 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     )
     assert loading.returncode == 0, loading.stderr
     assert "extension" in loading.stdout and "OKTA" in loading.stdout
-    # Again on the store it made: the demo is found there, with new credentials.
-    printed, _ = play_quickstart(folder, {})
+    # Again on the store it made: the demo is found there, with new credentials, and the
+    # console it prints shows them.
+    printed, _ = play_quickstart(folder, {}, in_browser=open_the_printed_console)
     assert_all_succeeded(printed)
     demo = folder / "data" / "demo.json"
     assert demo.stat().st_mode & 0o777 == 0o600  # it holds the admin secret and token key

@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     trusted_proxies: int = Field(0, ge=0)
     """How many reverse proxies in front of the server append to X-Forwarded-For (0: ignore it)."""
 
+    console: Literal["on", "off"] = "on"
+    """The web console at /ui/ and the API reference at /api/v2/docs: on, or off (404)."""
+
     metrics: Literal["off", "open", "token"] = "off"
     """GET /metrics (Prometheus text): off (404), open, or token (GRAPHSVC_METRICS_TOKEN)."""
 

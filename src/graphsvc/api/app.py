@@ -71,6 +71,7 @@ from graphsvc.api.web import (
     route,
     send_response,
 )
+from graphsvc.console.assets import load_console_files
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, forbidden, not_found
 from graphsvc.graph.paths import PathIndex
@@ -134,6 +135,7 @@ class App:
             ),
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
             PathIndex(self.db, settings.resolved_path_index_folder()),
+            load_console_files() if settings.console == "on" else None,
         )
         # The query parameters of each operation without list filters (those name their own
         # unknown parameters, with the columns they filter).

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from graphsvc.api.auth import Authenticator
 from graphsvc.api.metrics import Metrics
 from graphsvc.api.ratelimit import RateLimiter
+from graphsvc.console.assets import ConsoleFiles
 from graphsvc.crypto import KeyBox
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
@@ -27,6 +28,7 @@ class Context:
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
     paths: PathIndex  # the process's shortest-path index, built on first use
+    console: ConsoleFiles | None  # the web console's files; None when it is off
 
     @property
     def keys(self) -> KeyBox:

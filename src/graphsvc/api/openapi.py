@@ -54,6 +54,14 @@ ANSWER_HEADERS = {
     },
     "Cache-Control": {"schema": {"type": "string", "const": "private, no-cache"}},
 }
+PAGE_HEADERS = {
+    "ETag": {"description": "Names the release's console files", "schema": {"type": "string"}},
+    "Cache-Control": {"schema": {"type": "string", "const": "no-cache"}},
+    "Content-Security-Policy": {
+        "description": "Only this server's own scripts, styles and connections",
+        "schema": {"type": "string"},
+    },
+}
 SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "any": [{"SignedRequest": [], "RequestDate": [], "Signature": []}, {"BearerJWT": []}],
     "session": [{"BearerJWT": []}],
@@ -91,6 +99,12 @@ def document_operation(op: Operation) -> dict[str, Any]:
             "description": "Not Modified: `If-None-Match` names the current answer (no body)",
             "headers": ANSWER_HEADERS,
         }
+    if op.page:
+        responses[str(op.status)]["headers"] = PAGE_HEADERS
+        responses["304"] = {
+            "description": "Not Modified: the browser holds this release's page (no body)",
+            "headers": PAGE_HEADERS,
+        }
     for status in op.errors:
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     document: dict[str, Any] = {"summary": op.summary, "operationId": op.operation_id}
@@ -99,6 +113,10 @@ def document_operation(op: Operation) -> dict[str, Any]:
     if op.authentication == "any":  # served by the app, under the Prefer timeout
         parameters = [doc for p in op.parameters for doc in p.document()]
         document["parameters"] = [*parameters, PREFER, *([IF_NONE_MATCH] if conditional else [])]
+    elif op.parameters:
+        document["parameters"] = [doc for p in op.parameters for doc in p.document()]
+    if op.count_field is not None:
+        document["x-count-field"] = op.count_field
     document["security"] = SECURITY[op.authentication]
     if op.request_body is not None:
         document["requestBody"] = {"required": True, "content": json_content(ref(op.request_body))}

@@ -28,6 +28,12 @@ from graphsvc.accounts.permissions import (
     READ_CLIENTS,
     READ_GRAPH,
 )
+from graphsvc.api.console import (
+    redirect_to_console,
+    serve_api_reference,
+    serve_console,
+    serve_console_asset,
+)
 from graphsvc.api.login import log_in, log_out
 from graphsvc.api.params import (
     INT32_SCHEMA,
@@ -77,6 +83,7 @@ from graphsvc.uploads import jobs
 
 log = logging.getLogger("graphsvc")
 V2 = "/api/v2"
+HTML = "text/html; charset=utf-8"
 # The errors every operation documents; 503: every database connection stayed in use for
 # the acquire timeout, or (a write) a SQLite store stayed busy with another write.
 ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500", "503")
@@ -117,6 +124,11 @@ class Operation:
     # data version (api/answers.py): False for one that shows what moves without a write
     # that moves the version (a token's last access, a job kept alive, a refused login).
     cached: bool = True
+    # An entity list's name among its entity's counts (`x-count-field` in the document: the
+    # console shows each list with its size).
+    count_field: str | None = None
+    # A console page: an ETag of the release, a 304 when the browser holds it.
+    page: bool = False
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -183,6 +195,7 @@ def build_entity_operations() -> tuple[Operation, ...]:
                 ),
                 Sorting(NODE_SORT, BY_NAME),
             ),
+            count_field=entry.count_key,
         )
         for entry in ENTITY_LISTS
     )
@@ -230,6 +243,60 @@ OPERATIONS: tuple[Operation, ...] = (
         None,
         ("413",),
         authentication="none",
+    ),
+    Operation(
+        "GET",
+        "/",
+        "RedirectToConsole",
+        "A redirect to the web console (404 when GRAPHSVC_CONSOLE=off)",
+        redirect_to_console,
+        None,
+        ("404", "413", "429"),
+        authentication="none",
+        media_type=HTML,
+        status=302,
+    ),
+    Operation(
+        "GET",
+        "/ui/",
+        "Console",
+        "The web console: statistics, entities, paths, tokens and uploads, read through "
+        "this API as the signed-in user (404 when GRAPHSVC_CONSOLE=off)",
+        serve_console,
+        None,
+        ("404", "413", "429"),
+        authentication="none",
+        media_type=HTML,
+        page=True,
+    ),
+    Operation(
+        "GET",
+        "/ui/{version}/assets/{name}",
+        "ConsoleAsset",
+        "A script or style of the web console, at an address named by the release's files",
+        serve_console_asset,
+        None,
+        ("404", "413", "429"),
+        authentication="none",
+        parameters=(
+            PathParameter(
+                "version", "version", "The release's files' hash", {"type": "string"}, parse_text
+            ),
+            PathParameter("name", "name", "The file's name", {"type": "string"}, parse_text),
+        ),
+        media_type="text/*",  # a script or a style
+    ),
+    Operation(
+        "GET",
+        f"{V2}/docs",
+        "APIReference",
+        "An interactive reference of this document (404 when GRAPHSVC_CONSOLE=off)",
+        serve_api_reference,
+        None,
+        ("404", "413", "429"),
+        authentication="none",
+        media_type=HTML,
+        page=True,
     ),
     Operation(
         "POST",

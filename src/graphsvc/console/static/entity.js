@@ -1,0 +1,149 @@
+// Entities: search by name or object id, then an entity's properties and its lists (admin
+// users, DCOM, RDP, sessions, memberships, controllers...). Which lists a kind has, and the
+// count that goes with each, come from the served OpenAPI document.
+
+import { get } from "./api.js";
+import { clear, el, formatNumber, notice, table } from "./dom.js";
+
+const SEGMENTS = {
+  Computer: "computers",
+  User: "users",
+  Group: "groups",
+  Domain: "domains",
+  OU: "ous",
+  GPO: "gpos",
+  Container: "containers",
+};
+const LIST_SIZE = 100;
+let listRoutes = null; // segment -> [{path, summary, countField}], read once
+
+async function entityLists() {
+  if (listRoutes === null) {
+    const document_ = await get("/spec/openapi.json");
+    listRoutes = {};
+    for (const [path, methods] of Object.entries(document_.paths)) {
+      const found = /^\/api\/v2\/([a-z-]+)\/\{object_id\}\/([a-z-]+)$/.exec(path);
+      if (!found || !methods.get || !methods.get["x-count-field"]) continue;
+      (listRoutes[found[1]] ||= []).push({
+        path: found[2],
+        summary: methods.get.summary,
+        countField: methods.get["x-count-field"],
+      });
+    }
+  }
+  return listRoutes;
+}
+
+export function segmentOf(kinds) {
+  for (const kind of kinds) if (SEGMENTS[kind]) return SEGMENTS[kind];
+  return null;
+}
+
+export function entityLink(objectId, kinds, text) {
+  const segment = segmentOf(kinds);
+  return segment
+    ? el("a", { href: `#/entity/${segment}/${encodeURIComponent(objectId)}`, class: "entity-link" }, text)
+    : el("span", {}, text);
+}
+
+function searchForm(initial) {
+  const input = el("input", { type: "search", id: "entity-query", value: initial, placeholder: "a name, part of one, or an object id", "aria-label": "search" });
+  const form = el("form", { class: "controls", id: "entity-search" }, input, el("button", { type: "submit" }, "Search"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (input.value.trim()) window.location.hash = `#/entity/search/${encodeURIComponent(input.value.trim())}`;
+  });
+  return form;
+}
+
+async function showResults(page, query, current) {
+  const answer = await get("/search", { q: query, limit: 100 });
+  if (!current()) return;
+  page.append(
+    el("p", { class: "muted" }, `${answer.count} found${answer.count > answer.data.length ? `, the first ${answer.data.length} shown` : ""}`),
+    table(
+      [
+        ["Name", (row) => entityLink(row.objectid, [row.type], row.name || row.objectid)],
+        ["Kind", (row) => row.type],
+        ["Object id", (row) => row.objectid],
+      ],
+      answer.data,
+      { class: "results", id: "search-results" },
+    ),
+  );
+}
+
+function propertyValue(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+async function showList(box, segment, objectId, list) {
+  clear(box).append(el("p", { class: "muted" }, "Loading…"));
+  try {
+    const answer = await get(`/${segment}/${encodeURIComponent(objectId)}/${list.path}`, { limit: LIST_SIZE });
+    box.replaceChildren(
+      el("h3", {}, list.summary),
+      el("p", { class: "muted" }, `${answer.count} in all${answer.count > answer.data.length ? `, the first ${answer.data.length} shown` : ""}`),
+      table(
+        [
+          ["Name", (row) => entityLink(row.objectID, row.kinds, row.name || row.objectID)],
+          ["Kind", (row) => row.label],
+          ["Object id", (row) => row.objectID],
+        ],
+        answer.data,
+        { class: "entity-list", "data-list": list.path },
+      ),
+    );
+  } catch (error) {
+    box.replaceChildren(notice(error.message));
+  }
+}
+
+async function showEntity(page, segment, objectId, current) {
+  const [answer, lists] = await Promise.all([
+    get(`/${segment}/${encodeURIComponent(objectId)}`, { counts: "true" }),
+    entityLists(),
+  ]);
+  if (!current()) return;
+  const entity = answer.data;
+  const props = entity.props || {};
+  const listBox = el("div", { id: "entity-list-box" });
+  const buttons = (lists[segment] || []).map((list) => {
+    const count = entity[list.countField];
+    const button = el(
+      "button",
+      { type: "button", class: "list-button", "data-list": list.path, title: list.summary },
+      `${list.path.replace(/-/g, " ")} `,
+      el("span", { class: "count" }, formatNumber(count ?? "")),
+    );
+    button.addEventListener("click", () => {
+      for (const other of page.querySelectorAll(".list-button")) other.classList.toggle("current", other === button);
+      showList(listBox, segment, props.objectid || objectId, list);
+    });
+    return button;
+  });
+  page.append(
+    el("h1", { class: "entity-name" }, props.name || objectId),
+    el("p", { class: "muted" }, `${segment.replace(/s$/, "")} · ${props.objectid || objectId}`),
+    el("div", { class: "entity-columns" },
+      el("section", { class: "card" }, el("h2", {}, "Properties"),
+        el("dl", { class: "properties" }, Object.entries(props).map(([name, value]) => [el("dt", {}, name), el("dd", {}, propertyValue(value))]))),
+      el("section", { class: "card grow" }, el("h2", {}, "Lists"), el("div", { class: "list-buttons" }, buttons), listBox),
+    ),
+  );
+}
+
+export async function showEntities(page, rest, current) {
+  const [mode, ...id] = rest;
+  const query = mode === "search" ? id.join("/") : "";
+  page.append(el("h1", {}, "Entities"), searchForm(query));
+  if (mode === "search" && query) {
+    await showResults(page, query, current);
+  } else if (mode && Object.values(SEGMENTS).includes(mode) && id.length) {
+    clear(page);
+    page.append(searchForm(""));
+    await showEntity(page, mode, id.join("/"), current);
+  }
+}

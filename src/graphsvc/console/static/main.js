@@ -1,0 +1,82 @@
+// The console's frame: sign-in, the navigation, and one page at a time chosen by the
+// address's fragment (#/quality, #/entity/computers/S-1-5-...), so that links and the back
+// button work without the server knowing the pages.
+
+import { ApiFailure, sessionToken, signIn, signOut, signedInUser, whenSignedOut } from "./api.js";
+import { clear, notice } from "./dom.js";
+import { showEntities } from "./entity.js";
+import { showOverview } from "./overview.js";
+import { showPaths } from "./paths.js";
+import { showQuality } from "./quality.js";
+import { showTokens } from "./tokens.js";
+import { showUploads } from "./uploads.js";
+
+const PAGES = {
+  overview: showOverview,
+  quality: showQuality,
+  entity: showEntities,
+  paths: showPaths,
+  tokens: showTokens,
+  uploads: showUploads,
+};
+
+const byId = (id) => document.getElementById(id);
+let shown = 0; // counts pages shown, so that a slow page never draws over a newer one
+
+function route() {
+  const [name, ...rest] = window.location.hash.replace(/^#\/?/, "").split("/");
+  return { name: PAGES[name] ? name : "overview", rest: rest.map(decodeURIComponent) };
+}
+
+async function showPage() {
+  const signedIn = Boolean(sessionToken());
+  byId("sign-in").hidden = signedIn;
+  byId("nav").hidden = !signedIn;
+  byId("sign-out").hidden = !signedIn;
+  byId("who").textContent = signedIn ? signedInUser() : "";
+  const page = clear(byId("page"));
+  if (!signedIn) {
+    byId("username").focus();
+    return;
+  }
+  const { name, rest } = route();
+  for (const link of document.querySelectorAll("#nav a[data-page]")) {
+    link.classList.toggle("current", link.dataset.page === name);
+  }
+  const mine = ++shown;
+  const current = () => mine === shown;
+  try {
+    await PAGES[name](page, rest, current);
+  } catch (error) {
+    if (!current()) return;
+    page.append(notice(error instanceof ApiFailure ? error.message : `the page failed: ${error.message}`));
+    if (!(error instanceof ApiFailure)) console.error(error);
+  }
+}
+
+byId("sign-in-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const message = byId("sign-in-error");
+  message.textContent = "";
+  try {
+    await signIn(form.username.value, form.secret.value);
+    form.secret.value = "";
+    await showPage();
+  } catch (error) {
+    message.textContent = error.message;
+  }
+});
+
+byId("sign-out").addEventListener("click", async () => {
+  await signOut();
+  await showPage();
+});
+
+whenSignedOut((reason) => {
+  byId("sign-in-error").textContent = `Signed out: ${reason}`;
+  showPage();
+});
+
+window.addEventListener("hashchange", showPage);
+showPage();

@@ -1,0 +1,129 @@
+// Paths: every shortest path between two objects, drawn as a graph with the kinds on its
+// edges, and a domain's exposure: who has a path to its tier zero.
+
+import { ApiFailure, get } from "./api.js";
+import { el, formatNumber, notice, table } from "./dom.js";
+import { entityLink } from "./entity.js";
+import { pathGraph } from "./graph.js";
+
+const EXPOSURE_SIZE = 50;
+
+/** An input that finds objects by name as one types; `chosen()` is the object id. */
+function picker(id, label, initial) {
+  const input = el("input", { type: "search", id, value: initial, placeholder: "a name or an object id", "aria-label": label, autocomplete: "off" });
+  const choices = el("ul", { class: "choices", id: `${id}-choices` });
+  let timer = 0;
+  let asked = 0;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    const text = input.value.trim();
+    if (text.length < 2) {
+      choices.replaceChildren();
+      return;
+    }
+    timer = setTimeout(async () => {
+      const mine = ++asked;
+      try {
+        const answer = await get("/search", { q: text, limit: 8 });
+        if (mine !== asked) return;
+        choices.replaceChildren(
+          ...answer.data.map((row) => {
+            const choice = el("button", { type: "button", class: "choice", "data-object-id": row.objectid }, `${row.name || row.objectid} `, el("span", { class: "muted" }, row.type));
+            choice.addEventListener("click", () => {
+              input.value = row.objectid;
+              choices.replaceChildren();
+            });
+            return el("li", {}, choice);
+          }),
+        );
+      } catch {
+        choices.replaceChildren();
+      }
+    }, 250);
+  });
+  return { box: el("label", { class: "picker" }, `${label} `, input, choices), chosen: () => input.value.trim() };
+}
+
+async function drawPaths(output, start, end, current) {
+  output.replaceChildren(el("p", { class: "muted" }, "Finding paths…"));
+  let answer;
+  try {
+    answer = await get("/graphs/shortest-path", { start_node: start, end_node: end });
+  } catch (error) {
+    if (!current()) return;
+    if (error instanceof ApiFailure && error.status === 404) {
+      output.replaceChildren(notice(error.message, "note"));
+      return;
+    }
+    throw error;
+  }
+  if (!current()) return;
+  const graph = answer.data;
+  const startId = Object.keys(graph.nodes).find((id) => graph.nodes[id].objectId.toUpperCase() === start.toUpperCase());
+  output.replaceChildren(
+    el("figure", { class: "graph-box" }, pathGraph(graph, startId)),
+    table(
+      [
+        ["From", (edge) => entityLink(graph.nodes[edge.source].objectId, graph.nodes[edge.source].kinds, graph.nodes[edge.source].label)],
+        ["Kind", (edge) => edge.kind],
+        ["To", (edge) => entityLink(graph.nodes[edge.target].objectId, graph.nodes[edge.target].kinds, graph.nodes[edge.target].label)],
+      ],
+      graph.edges,
+      { class: "path-edges" },
+    ),
+  );
+}
+
+async function showExposure(output, domainId) {
+  output.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+  const answer = await get(`/domains/${encodeURIComponent(domainId)}/exposure`, { limit: EXPOSURE_SIZE });
+  const users = answer.users;
+  output.replaceChildren(
+    el(
+      "p",
+      { class: "exposure-summary" },
+      `${formatNumber(users.exposed)} of the domain's ${formatNumber(users.enabled)} enabled users (${(users.share * 100).toFixed(1)}%) have a path to its tier zero; ${answer.count} principals in all.`,
+    ),
+    table(
+      [
+        ["Principal", (row) => entityLink(row.objectID, row.kinds, row.name)],
+        ["Kind", (row) => row.label],
+        ["Steps", (row) => row.length],
+        ["First step", (row) => [`${row.firstHop.kind} → `, entityLink(row.firstHop.objectID, [row.firstHop.label], row.firstHop.name)]],
+      ],
+      answer.data,
+      { class: "exposure" },
+    ),
+  );
+}
+
+export async function showPaths(page, rest, current) {
+  const [start = "", end = ""] = rest;
+  const from = picker("path-from", "From", start);
+  const to = picker("path-to", "To", end);
+  const form = el("form", { class: "controls", id: "path-form" }, from.box, to.box, el("button", { type: "submit" }, "Find paths"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (from.chosen() && to.chosen()) {
+      window.location.hash = `#/paths/${encodeURIComponent(from.chosen())}/${encodeURIComponent(to.chosen())}`;
+    }
+  });
+  const output = el("div", { id: "path-output" });
+  const domains = (await get("/available-domains")).data.filter((each) => each.type === "active-directory");
+  if (!current()) return;
+  const domain = el("select", { id: "exposure-domain", "aria-label": "domain" }, domains.map((each) => el("option", { value: each.id }, each.name)));
+  const exposure = el("div", { id: "exposure-output" });
+  domain.addEventListener("change", () => showExposure(exposure, domain.value).catch((error) => exposure.replaceChildren(notice(error.message))));
+  page.append(
+    el("h1", {}, "Paths"),
+    form,
+    output,
+    el("h2", {}, "Exposure of a domain's tier zero"),
+    domains.length ? el("div", { class: "controls" }, el("label", {}, "Domain ", domain)) : el("p", {}, "No AD domain has data yet."),
+    exposure,
+  );
+  const waits = [];
+  if (start && end) waits.push(drawPaths(output, start, end, current));
+  if (domains.length) waits.push(showExposure(exposure, domain.value));
+  await Promise.all(waits);
+}

@@ -1,0 +1,379 @@
+"""The web console and the API reference: how they are served (policy, caching, the off
+switch), what their files may hold, and every page driven in a real browser (the system's
+Chromium through Playwright) against a served process on each store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page
+
+from graphsvc.console.assets import CONTENT_SECURITY_POLICY, load_console_files
+from graphsvc.demo.collectors import Domain, write_sharphound
+from graphsvc.demo.dataset import DOMAIN_SID, DemoResult, github_graph
+from tests.conftest import (
+    DEMO_SECRET,
+    OPENAPI,
+    Env,
+    check_against_openapi,
+    chromium,
+    ingest,
+    served,
+)
+from tests.conftest import server_environment as environment_of
+
+STATIC = Path(__file__).parents[1] / "src" / "graphsvc" / "console" / "static"
+ASSET_ADDRESS = re.compile(r'(?:src|href)="(/ui/[0-9a-f]+/assets/[\w.]+)"')
+MEGABYTE = 1024 * 1024
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+# What would turn a string into markup or code (a comment may name them).
+MARKUP_SINKS = (
+    r"\.(inner|outer)HTML\b",
+    r"insertAdjacentHTML\(",
+    r"document\.write",
+    r"\beval\(",
+    r"new Function\(",
+    r"createContextualFragment",
+)
+
+
+def sid(rid: int) -> str:
+    return f"{DOMAIN_SID}-{rid}"
+
+
+# --- served as files ------------------------------------------------------------------------
+
+
+def test_the_console_page_has_a_strict_policy_and_is_revalidated(env: Env) -> None:
+    page = env.request("GET", "/ui/")
+    assert page.status_code == 200
+    assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert (
+        "script-src 'self';" in CONTENT_SECURITY_POLICY and "unsafe" not in CONTENT_SECURITY_POLICY
+    )
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["cache-control"] == "no-cache"
+    assert b"{{ASSETS}}" not in page.content
+    again = env.request("GET", "/ui/", {"If-None-Match": page.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    reference = env.request("GET", "/api/v2/docs")
+    assert reference.status_code == 200
+    assert reference.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+
+def test_assets_are_named_by_the_release_and_kept_a_year(env: Env) -> None:
+    addresses = ASSET_ADDRESS.findall(env.request("GET", "/ui/").text)
+    assert {a.rsplit("/", 1)[1] for a in addresses} == {"console.css", "main.js"}
+    for address in addresses:
+        asset = env.request("GET", address)
+        assert asset.status_code == 200
+        assert asset.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert asset.content == (STATIC / address.rsplit("/", 1)[1]).read_bytes()
+    # main.js imports its modules relative to itself: they are in the same release folder.
+    folder = addresses[0].rsplit("/", 1)[0]
+    assert env.request("GET", f"{folder}/dom.js").status_code == 200
+    stale = env.request("GET", "/ui/0123456789abcdef/assets/main.js")
+    assert stale.status_code == 404
+    assert "reload" in stale.json()["errors"][0]["message"]
+    missing = env.request("GET", f"{folder}/nothing.js")
+    assert missing.status_code == 404 and missing.json()["errors"][0]["context"] == "name"
+
+
+def test_the_release_changes_when_any_file_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = load_console_files()
+    original = Path.read_bytes
+
+    def edited(path: Path) -> bytes:
+        body = original(path)
+        return body + b"\n" if path.name == "chart.js" else body
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    after = load_console_files()
+    assert after.version != before.version
+    assert after.version.encode() in after.pages["index.html"].body
+
+
+def test_the_root_redirects_to_the_console(env: Env) -> None:
+    response = env.client.get("/", follow_redirects=False)
+    check_against_openapi("GET", "/", response)
+    assert response.status_code == 302
+    assert response.headers["location"] == "/ui/"
+
+
+def test_console_off_answers_404_on_each_of_its_routes(make_env: Callable[..., Env]) -> None:
+    env = make_env(console="off")
+    folder = f"/ui/{load_console_files().version}/assets"
+    for path in ("/", "/ui/", "/api/v2/docs", f"{folder}/main.js"):
+        response = env.request("GET", path)
+        assert response.status_code == 404, path
+        assert "GRAPHSVC_CONSOLE" in response.json()["errors"][0]["message"]
+    assert env.request("GET", "/health").status_code == 200
+
+
+def test_the_console_files_are_small_and_fetch_nothing_from_elsewhere() -> None:
+    files = {path.name: path.read_text() for path in STATIC.iterdir()}
+    assert sum(len(text.encode()) for text in files.values()) < MEGABYTE
+    for name, text in files.items():
+        # The SVG namespace is a name, never fetched.
+        elsewhere = re.findall(r"https?://[^\s\"'`]*", text.replace(SVG_NAMESPACE, ""))
+        assert not elsewhere, f"{name} names another origin: {elsewhere}"
+        if name.endswith(".js"):
+            # Markup is never built from strings: every value goes in as text.
+            for sink in MARKUP_SINKS:
+                assert not re.search(sink, text), f"{name} uses {sink}"
+            assert not re.search(r"localStorage\.|document\.cookie", text), name
+        if name.endswith(".html"):
+            assert "<script>" not in text and "style=" not in text, f"{name} has inline code"
+
+
+def test_each_entity_list_names_its_count_in_the_document(
+    demo_env: tuple[Env, DemoResult],
+) -> None:
+    env, demo = demo_env
+    lists = {
+        path: operation["get"]["x-count-field"]
+        for path, operation in OPENAPI["paths"].items()
+        if path.startswith("/api/v2/computers/{object_id}/") and "x-count-field" in operation["get"]
+    }
+    # The seed's dcom-rights is the same list as dcom-users, which the console shows.
+    assert len(lists) == 9 and "/api/v2/computers/{object_id}/dcom-rights" not in lists
+    counts = env.get(f"/api/v2/computers/{demo.computer_object_ids[0]}?counts=true").json()["data"]
+    assert set(lists.values()) <= set(counts), set(lists.values()) - set(counts)
+
+
+# --- in a browser ---------------------------------------------------------------------------
+
+
+class Console:
+    """A signed-out tab on a served process, recording what its scripts complain of."""
+
+    def __init__(self, browser: Browser, base: str, shots: Path) -> None:
+        self.base = base
+        self.shots = shots
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page: Page = self.context.new_page()
+        self.problems: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", self.note_console)
+        self.page.on("pageerror", lambda error: self.problems.append(f"error: {error}"))
+
+        def refuse(dialog: object) -> None:
+            self.dialogs.append(dialog.message)  # type: ignore[attr-defined]
+            dialog.accept()  # type: ignore[attr-defined]
+
+        self.page.on("dialog", refuse)
+
+    def note_console(self, message: ConsoleMessage) -> None:
+        # A 4xx the test provoked is logged by Chromium itself as a failed resource.
+        if message.type == "error" and "Failed to load resource" not in message.text:
+            self.problems.append(message.text)
+
+    def sign_in(self, secret: str = DEMO_SECRET) -> None:
+        self.page.goto(f"{self.base}/")
+        self.page.fill("#username", "admin")
+        self.page.fill("#secret", secret)
+        self.page.click("#sign-in-form button[type=submit]")
+        self.page.wait_for_selector("#nav:not([hidden])")
+
+    def open(self, fragment: str, ready: str) -> None:
+        self.page.goto(f"{self.base}/ui/#/{fragment}")
+        self.page.wait_for_selector(ready)
+
+    def shoot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+
+@contextlib.contextmanager
+def console_on(database_url: str, folder: Path) -> Iterator[Console]:
+    """A process of its own serving this store, and a tab on it. Screenshots of each page
+    are kept under the test's temporary folder (`screenshots/`)."""
+    shots = folder / "screenshots"
+    shots.mkdir()
+    with served(environment_of(database_url, folder)) as (base, _), chromium() as browser:
+        tab = Console(browser, base, shots)
+        yield tab
+        tab.context.close()
+    assert tab.problems == [], tab.problems
+
+
+@pytest.fixture
+def console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[Console]:
+    """The demo, served, and a signed-out tab on it."""
+    with console_on(database_url, tmp_path) as tab:
+        yield tab
+
+
+def test_sign_in_and_see_the_statistics_as_charts(console: Console) -> None:
+    console.sign_in()
+    console.page.wait_for_selector(".environment")
+    assert console.page.locator(".environment h2").all_inner_texts() == [
+        "CONTOSO",
+        "FABRIKAM",
+        "CONTOSO.LOCAL",
+    ]
+    console.shoot("overview")
+    console.page.click("#nav a[data-page=quality]")
+    console.page.wait_for_selector("svg.chart .point")
+    # The first source is the AD environment kind: its metrics over the demo's five runs.
+    assert console.page.locator("svg.chart").count() >= 1
+    assert console.page.locator("svg.chart .point").count() >= 5
+    console.open(f"quality/tenant/{'6F1C2A3B-9D4E-4F5A-8B6C-7D8E9FA0B1C2'}", "svg.chart .point")
+    users = console.page.locator('svg.chart g[data-series="users"] .point')
+    assert users.count() == 30  # thirty daily collections in the default 30-day window
+    console.page.select_option("#quality-window", "7")
+    console.page.wait_for_function(
+        "document.querySelectorAll('svg.chart g[data-series=\"users\"] .point').length === 7"
+    )
+    assert console.page.locator("table.numbers tbody tr").count() == 7
+    console.shoot("quality")
+    # The session lives in this tab only: nothing persistent, nothing in the address.
+    assert console.page.evaluate("localStorage.length") == 0
+    assert console.context.cookies() == []
+    token = console.page.evaluate("sessionStorage.getItem('graphsvc.session')")
+    assert token and token not in console.page.url
+
+
+def test_search_an_entity_and_open_its_lists(console: Console) -> None:
+    console.sign_in()
+    console.page.click("#nav a[data-page=entity]")
+    console.page.fill("#entity-query", "file01")
+    console.page.click("#entity-search button")
+    console.page.wait_for_selector("#search-results a")
+    console.page.click("#search-results a >> text=FILE01.CONTOSO.LOCAL")
+    console.page.wait_for_selector(".list-button[data-list=dcom-users]")
+    assert console.page.inner_text("h1.entity-name") == "FILE01.CONTOSO.LOCAL"
+    console.page.click(".list-button[data-list=dcom-users]")
+    rows = console.page.locator("table.entity-list[data-list=dcom-users] tbody tr")
+    rows.first.wait_for()
+    names = set(console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts())
+    # DCOM OPERATORS holds it, and everyone nested in it; SVC_BACKUP directly.
+    assert {
+        "DCOM OPERATORS@CONTOSO.LOCAL",
+        "BOB@CONTOSO.LOCAL",
+        "SVC_BACKUP@CONTOSO.LOCAL",
+    } <= names
+    count = console.page.inner_text(".list-button[data-list=dcom-users] .count")
+    assert int(count) == rows.count()
+    console.shoot("entity")
+
+
+def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
+    console.sign_in()
+    console.page.click("#nav a[data-page=paths]")
+    console.page.wait_for_selector("table.exposure tbody tr")
+    console.page.fill("#path-from", "bob@")
+    console.page.click("#path-from-choices .choice")
+    console.page.fill("#path-to", "domain admins")
+    console.page.click("#path-to-choices .choice")
+    console.page.click("#path-form button[type=submit]")
+    console.page.wait_for_selector("svg.path-graph .node")
+    kinds = console.page.locator("svg.path-graph .edge").evaluate_all(
+        "edges => edges.map(e => e.dataset.kind)"
+    )
+    assert sorted(kinds) == ["AdminTo", "HasSession", "MemberOf", "MemberOf", "MemberOf"]
+    assert console.page.locator("svg.path-graph .node").count() == 6
+    assert console.page.locator("svg.path-graph .node.start").get_attribute(
+        "data-object-id"
+    ) == sid(1105)
+    summary = console.page.inner_text(".exposure-summary")
+    assert summary.startswith("5 of the domain's 11 enabled users")
+    console.shoot("paths")
+
+
+def test_create_and_revoke_a_token(console: Console) -> None:
+    console.sign_in()
+    console.open("tokens", "#token-table")
+    console.page.fill("#token-name", "made in the console")
+    console.page.click("#token-form button[type=submit]")
+    key = console.page.inner_text("#new-token-key")
+    token_id = console.page.inner_text("#new-token-id")
+    assert len(key) >= 40
+    row = console.page.locator(f"button.revoke[data-token-id='{token_id}']")
+    row.wait_for()
+    console.shoot("tokens")
+    console.page.reload()
+    console.page.wait_for_selector("#token-table")
+    assert key not in console.page.content()  # shown once, kept nowhere
+    console.page.click(f"button.revoke[data-token-id='{token_id}']")
+    row.wait_for(state="detached")
+    assert console.dialogs and "Revoke the token" in console.dialogs[0]
+
+
+def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> None:
+    collected = tmp_path / "github-organization.json"
+    collected.write_text(json.dumps(github_graph()))
+    console.sign_in()
+    console.open("uploads", "#job-table")
+    console.page.set_input_files("#upload-files", str(collected))
+    console.page.wait_for_selector("#job-status.status-2", timeout=60_000)
+    console.page.wait_for_selector("#file-results tbody tr")
+    result = console.page.locator("#file-results tbody tr").first.inner_text()
+    assert "github-organization.json" in result and "none" in result
+    assert "Complete" in console.page.inner_text("#job-table")
+    console.shoot("uploads")
+
+
+def test_the_api_reference_tries_an_operation_as_the_signed_in_user(console: Console) -> None:
+    console.sign_in()
+    console.page.goto(f"{console.base}/api/v2/docs")
+    console.page.wait_for_selector("body[data-ready=true]")
+    assert console.page.locator("[data-operation-id]").count() == len(
+        [op for methods in OPENAPI["paths"].values() for op in methods.values()]
+    )
+    console.page.click("[data-operation-id=GetSelf] summary")
+    console.page.click("[data-operation-id=GetSelf] .try-send")
+    output = console.page.locator("[data-operation-id=GetSelf] .try-output[data-status='200']")
+    output.wait_for()
+    assert '"principal_name": "admin"' in output.inner_text()
+    console.shoot("api-reference")
+
+
+HOSTILE = {
+    "image": '<img src=x onerror="window.__pwned=1">',
+    "script": "<script>window.__pwned=2</script>",
+    "svg": '<svg onload="window.__pwned=3"></svg>',
+}
+
+
+def hostile_domain() -> Domain:
+    """Names that run script if a page ever inserts them as markup."""
+    domain = Domain("EVIL.LOCAL", "S-1-5-21-1-2-3")
+    domain.users = {1100: HOSTILE["image"], 1101: "PLAIN USER"}
+    domain.groups = {512: "DOMAIN ADMINS", 1200: HOSTILE["script"]}
+    domain.computers = {1300: HOSTILE["svg"]}
+    domain.members = {1200: [1100], 512: [1101]}
+    domain.admins = {1300: [1200]}
+    domain.sessions = {1300: [1101]}
+    return domain
+
+
+def test_hostile_names_render_as_text(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> None:
+    env, _ = demo_env
+    ingest(env, *write_sharphound(tmp_path / "hostile", hostile_domain()))
+    with console_on(database_url, tmp_path) as tab:
+        tab.sign_in()
+        tab.open("entity/search/window.__pwned", "#search-results tbody tr")
+        names = set(tab.page.locator("#search-results tbody td:first-child").all_inner_texts())
+        assert {f"{name}@EVIL.LOCAL" for name in (HOSTILE["image"], HOSTILE["script"])} <= names
+        tab.page.click(f"#search-results a >> text={HOSTILE['script']}@EVIL.LOCAL")
+        tab.page.wait_for_selector(".list-button[data-list=members]")
+        tab.page.click(".list-button[data-list=members]")
+        tab.page.wait_for_selector("table.entity-list tbody tr")
+        tab.open("paths/S-1-5-21-1-2-3-1100/S-1-5-21-1-2-3-512", "svg.path-graph .node")
+        labels = tab.page.locator("svg.path-graph .node title").all_text_contents()
+        assert any(HOSTILE["svg"] in label for label in labels)
+        tab.shoot("hostile-names")
+        assert tab.page.evaluate("window.__pwned") is None
+        # Nothing the names hold became an element.
+        for tag in ("img", "script", "svg[onload]", "[onerror]"):
+            assert tab.page.locator(f"#page {tag}").count() == 0, tag
+        assert tab.dialogs == []
