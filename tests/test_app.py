@@ -43,7 +43,7 @@ def test_request_ids_are_fresh_per_request(env: Env) -> None:
 @pytest.mark.parametrize(
     "path",
     [
-        "/",
+        "/docs",  # the API reference is at /api/v2/docs; / redirects to the console
         "/api/v2",
         "/api/v2/nothing",
         "/api/v1/clients/x",

@@ -6,7 +6,7 @@ import { formatNumber, svg } from "./dom.js";
 const WIDTH = 720;
 const HEIGHT = 260;
 const MARGIN = { top: 12, right: 16, bottom: 28, left: 56 };
-export const SERIES_CLASSES = 8; // series-0 .. series-7 in console.css
+export const SERIES_CLASSES = 12; // series-0 .. series-11 in console.css
 
 function niceStep(span, ticks) {
   const raw = span / ticks;

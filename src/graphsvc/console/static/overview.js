@@ -1,5 +1,6 @@
 // Overview: every environment data exists for (AD domains, Azure tenants, OpenGraph
-// extensions), with its last collection and its counts.
+// extensions), with its last collection and its counts. An OpenGraph extension's come from
+// the aggregations of its environment kinds: the newest run's metrics.
 
 import { get } from "./api.js";
 import { el, formatNumber, formatTime, table } from "./dom.js";
@@ -43,18 +44,54 @@ function environmentCard(environment, stats) {
   );
 }
 
+async function latestRun(kind) {
+  const answer = await get("/data-quality-stats-aggregations", {
+    schema_environment_kind_id: kind.id,
+    sort_by: "-created_at",
+    limit: 500,
+  });
+  const newest = answer.data[0];
+  return newest ? answer.data.filter((row) => row.run_id === newest.run_id) : [];
+}
+
+function extensionCard(extension, kind, metrics) {
+  const nodes = metrics.filter((row) => row.metric_type === "node");
+  const relationships = metrics
+    .filter((row) => row.metric_type === "relationship")
+    .reduce((sum, row) => sum + row.metric_value, 0);
+  return el(
+    "article",
+    { class: "card environment", "data-environment-kind": kind.id },
+    el("h2", {}, `${extension.display_name}: ${kind.name}`),
+    el("p", { class: "muted" }, `OpenGraph extension ${extension.name} ${extension.version}`),
+    el("p", {}, "Last collection: ", el("strong", {}, metrics.length ? formatTime(metrics[0].created_at) : "none in the last 30 days")),
+    metrics.length
+      ? el("dl", { class: "counts" }, [...nodes.map((row) => [row.metric_name, row.metric_value]), ["relationships", relationships]].map(([name, value]) => [el("dt", {}, name), el("dd", {}, formatNumber(value))]))
+      : null,
+    el("p", {}, el("a", { href: `#/quality/kind/${kind.id}` }, "Statistics")),
+  );
+}
+
 export async function showOverview(page, _rest, current) {
   const [environments, extensions] = await Promise.all([
     get("/available-domains"),
     get("/graph-schema/extensions"),
   ]);
   const stats = await Promise.all(environments.data.map((environment) => latestStats(environment)));
+  const opengraph = extensions.data
+    .filter((extension) => !extension.is_builtin)
+    .flatMap((extension) => extension.environment_kinds.map((kind) => [extension, kind]));
+  const runs = await Promise.all(opengraph.map(([, kind]) => latestRun(kind)));
   if (!current()) return;
+  const cards = [
+    ...environments.data.map((environment, i) => environmentCard(environment, stats[i])),
+    ...opengraph.map(([extension, kind], i) => extensionCard(extension, kind, runs[i])),
+  ];
   page.append(
     el("h1", {}, "Overview"),
-    environments.data.length === 0
+    cards.length === 0
       ? el("p", {}, "No data yet: upload collector files on the Uploads page.")
-      : el("div", { class: "cards" }, environments.data.map((environment, i) => environmentCard(environment, stats[i]))),
+      : el("div", { class: "cards" }, cards),
     el("h2", {}, "Extensions (environment kinds)"),
     table(
       [

@@ -2,7 +2,7 @@
 // AD domain or of an Azure tenant over a time window, as line charts and as a table.
 
 import { get } from "./api.js";
-import { lineChart } from "./chart.js";
+import { SERIES_CLASSES, lineChart } from "./chart.js";
 import { el, formatNumber, formatTime, table } from "./dom.js";
 
 const DAY = 86400000;
@@ -154,7 +154,7 @@ export async function showQuality(page, rest, current) {
           { class: "chart-box" },
           el("figcaption", {}, title),
           chart || el("p", {}, "No samples in this window."),
-          el("ul", { class: "legend" }, members.map((each, index) => el("li", { class: `series-${index % 8}` }, each.name))),
+          el("ul", { class: "legend" }, members.map((each, index) => el("li", { class: `series-${index % SERIES_CLASSES}` }, each.name))),
         );
       }),
       rows.length ? el("div", { class: "scroll" }, rowsTable(kind, rows)) : el("p", {}, "No samples in this window."),
