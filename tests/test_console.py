@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect
+from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect
 
 from graphsvc.console.assets import CONTENT_SECURITY_POLICY, load_console_files
 from graphsvc.demo.collectors import Domain, write_sharphound
@@ -309,7 +309,8 @@ def test_create_and_revoke_a_token(console: Console) -> None:
 
 
 def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> None:
-    collected = tmp_path / "github-organization.json"
+    # A name no header can hold as it is: the console sends it in RFC 5987's form.
+    collected = tmp_path / "github-\u65e5\u672c.json"
     collected.write_text(json.dumps(github_graph()))
     console.sign_in()
     console.open("uploads", "#job-table")
@@ -317,7 +318,7 @@ def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> 
     console.page.wait_for_selector("#job-status.status-2", timeout=60_000)
     console.page.wait_for_selector("#file-results tbody tr")
     result = console.page.locator("#file-results tbody tr").first.inner_text()
-    assert "github-organization.json" in result and "none" in result
+    assert collected.name in result and "none" in result
     assert "Complete" in console.page.inner_text("#job-table")
     console.shoot("uploads")
 
@@ -335,6 +336,35 @@ def test_the_api_reference_tries_an_operation_as_the_signed_in_user(console: Con
     output.wait_for()
     assert '"principal_name": "admin"' in output.inner_text()
     console.shoot("api-reference")
+
+
+def test_a_page_still_loading_at_sign_out_is_never_drawn(console: Console) -> None:
+    console.sign_in()
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:  # answered only when the test says
+        held.append(route)
+
+    console.page.route("**/api/v2/tokens*", hold)
+    console.page.goto(f"{console.base}/ui/#/tokens")
+    while not held:
+        console.page.wait_for_timeout(20)
+    console.page.click("#sign-out")
+    console.page.wait_for_selector("#sign-in-form", state="visible")
+    held[0].continue_()
+    console.page.wait_for_timeout(500)
+    # The tokens answered after sign-out (refused, or not) show nothing under the form.
+    assert console.page.inner_text("#page") == ""
+    assert console.page.evaluate("sessionStorage.length") == 0
+
+
+def test_a_malformed_or_unknown_address_shows_a_message(console: Console) -> None:
+    console.sign_in()
+    console.open("entity/users/%E0%A4%A", "#page .notice")
+    assert "%E0%A4%A" in console.page.inner_text("#page .notice")
+    console.open("constructor", ".environment")  # not a page: the overview
+    console.open("quality/domain/S-1-5-21-0-0-0", "svg.chart .point")
+    assert "No environment by that id" in console.page.inner_text("#page .notice")
 
 
 HOSTILE = {

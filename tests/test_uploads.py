@@ -475,6 +475,15 @@ def test_the_reference_web_clients_file_name_header(
     }
     answer = post(env, f"{JOBS}/{job_id}", collector, body, both)
     assert [f["name"] for f in answer.json()["data"]["files"]] == ["dom.json", "second.json"]
+    # A name beyond Latin-1, as a browser can send it (the console does): RFC 5987's form,
+    # which wins over a plain filename.
+    extended = {
+        "Content-Type": "application/json",
+        "Content-Disposition": 'attachment; filename="plain.json"; '
+        "filename*=UTF-8''%E6%97%A5%E6%9C%AC%E2%80%93rapport.json",
+    }
+    answer = post(env, f"{JOBS}/{job_id}", collector, body, extended)
+    assert answer.json()["data"]["files"][-1]["name"] == "日本\u2013rapport.json"  # an en dash
 
 
 def completed_tasks(env: Env, token: tokens.CreatedToken, job_id: int) -> list[dict[str, Any]]:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import errno
 import re
 from typing import IO
+from urllib.parse import unquote
 
 from graphsvc.api.auth import BodySignature, Identity
 from graphsvc.api.web import CLOSE, Request
 from graphsvc.errors import ApiError
 from graphsvc.uploads.jobs import ACCEPTED_TYPES, UploadedBody
 
-FILE_NAME = re.compile(r"""filename\*?=(?:UTF-8'')?"?([^";]+)"?""", re.IGNORECASE)
+FILE_NAME = re.compile(r"""filename="?([^";]+)"?""", re.IGNORECASE)
+# RFC 5987's form, which a browser must use for a name beyond Latin-1 (a header holds no
+# other characters): percent-encoded UTF-8. It wins over `filename=` (RFC 6266).
+EXTENDED_FILE_NAME = re.compile(r"filename\*=UTF-8''([^;\s]+)", re.IGNORECASE)
 
 
 def accepted_content_type(header: str | None) -> str:
@@ -34,10 +38,16 @@ def file_name(
     upload_name: str | None, content_disposition: str | None, content_type: str
 ) -> str | None:
     """The name a client gave its file: the reference web client's X-File-Upload-Name, else
-    Content-Disposition's filename; cut to its last path segment, with the extension its
-    content type calls for."""
+    Content-Disposition's filename* (UTF-8) or filename; cut to its last path segment, with
+    the extension its content type calls for."""
+    extended = EXTENDED_FILE_NAME.search(content_disposition or "")
     found = FILE_NAME.search(content_disposition or "")
-    raw = upload_name or (found.group(1) if found else "")
+    if upload_name:
+        raw = upload_name
+    elif extended is not None:
+        raw = unquote(extended.group(1), encoding="utf-8", errors="replace")
+    else:
+        raw = found.group(1) if found else ""
     name = re.split(r"[/\\]", raw.strip())[-1]
     name = "".join(c for c in name if c.isprintable())[:200].strip(". ")
     if not name:

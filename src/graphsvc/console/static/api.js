@@ -71,7 +71,9 @@ export async function call(method, path, options = {}) {
   try {
     response = await fetch(address(path, options.query), { method, headers, body });
   } catch (error) {
-    throw new ApiFailure(0, `the server did not answer (${error.message})`, "network");
+    // fetch rejects both when the server is unreachable and when the browser refuses the
+    // request itself (a header it cannot send): the message says which.
+    throw new ApiFailure(0, `the request failed: ${error.message}`, "network");
   }
   const text = await response.text();
   let parsed = null;
@@ -85,6 +87,7 @@ export async function call(method, path, options = {}) {
     const message = detail ? detail.message : `HTTP ${response.status}`;
     if (response.status === 401 && !options.anonymous) {
       sessionStorage.removeItem(SESSION_KEY);
+      sessionStorage.removeItem(USER_KEY);
       onSignedOut(message);
     }
     throw new ApiFailure(response.status, message, detail ? detail.context : "");

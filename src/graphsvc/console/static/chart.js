@@ -46,7 +46,7 @@ export function lineChart(series, label) {
   }
   const dayTicks = [];
   const span = last - first;
-  const tickEvery = niceStep(span / 86400000, 6) * 86400000;
+  const tickEvery = Math.max(1, niceStep(span / 86400000, 6)) * 86400000;
   for (let time = Math.ceil(first / tickEvery) * tickEvery; time <= last; time += tickEvery) {
     dayTicks.push(
       svg("text", { class: "tick", x: x(time), y: HEIGHT - 8, "text-anchor": "middle" }, shortDate(time)),

@@ -402,7 +402,9 @@ function renderAuthStatus() {
   const expired = typeof claims.exp === 'number' && claims.exp * 1000 < Date.now();
   box.className = `auth ${expired ? 'signed-out' : 'signed-in'}`;
   append(box, [expired ? 'Session expired' : 'Signed in',
-    claims.sub ? [' as ', el('code', null, String(claims.sub))] : null,
+    sessionStorage.getItem('graphsvc.user') || claims.sub
+      ? [' as ', el('code', null, sessionStorage.getItem('graphsvc.user') || String(claims.sub))]
+      : null,
     typeof claims.exp === 'number' ? `, until ${new Date(claims.exp * 1000).toLocaleString()}` : null,
     '. Try it sends this session. ',
     el('a', { href: '/ui/' }, expired ? 'Sign in again at /ui/' : 'Console at /ui/')]);
@@ -624,7 +626,12 @@ function setupFilter({ entries, sections, total }) {
 
 /** Open and show the operation a `#op-…` address names. */
 function openFromHash() {
-  const id = decodeURIComponent(location.hash.slice(1));
+  let id;
+  try {
+    id = decodeURIComponent(location.hash.slice(1));
+  } catch {
+    return; // a malformed escape names no operation
+  }
   const target = id && document.getElementById(id);
   if (target && target.tagName === 'DETAILS') {
     target.open = true;

@@ -23,12 +23,24 @@ const PAGES = {
 const byId = (id) => document.getElementById(id);
 let shown = 0; // counts pages shown, so that a slow page never draws over a newer one
 
+function decoded(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment; // a malformed escape in a hand-made link: taken as written
+  }
+}
+
 function route() {
   const [name, ...rest] = window.location.hash.replace(/^#\/?/, "").split("/");
-  return { name: PAGES[name] ? name : "overview", rest: rest.map(decodeURIComponent) };
+  return { name: Object.hasOwn(PAGES, name) ? name : "overview", rest: rest.map(decoded) };
 }
 
 async function showPage() {
+  // First of all: a page still loading for the previous view (or a signed-out user) must
+  // not draw once this one is shown.
+  const mine = ++shown;
+  const current = () => mine === shown;
   const signedIn = Boolean(sessionToken());
   byId("sign-in").hidden = signedIn;
   byId("nav").hidden = !signedIn;
@@ -43,8 +55,6 @@ async function showPage() {
   for (const link of document.querySelectorAll("#nav a[data-page]")) {
     link.classList.toggle("current", link.dataset.page === name);
   }
-  const mine = ++shown;
-  const current = () => mine === shown;
   try {
     await PAGES[name](page, rest, current);
   } catch (error) {

@@ -3,7 +3,7 @@
 // the aggregations of its environment kinds: the newest run's metrics.
 
 import { get } from "./api.js";
-import { el, formatNumber, formatTime, table } from "./dom.js";
+import { el, formatNumber, formatTime, notice, table } from "./dom.js";
 
 const DOMAIN_COUNTS = ["users", "groups", "computers", "ous", "gpos", "sessions", "relationships"];
 const TENANT_COUNTS = ["users", "groups", "apps", "service_principals", "devices", "vms", "relationships"];
@@ -13,24 +13,26 @@ async function latestStats(environment) {
     environment.type === "azure"
       ? `/azure-tenants/${encodeURIComponent(environment.id)}/data-quality-stats`
       : `/ad-domains/${encodeURIComponent(environment.id)}/data-quality-stats`;
-  const answer = await get(path, { limit: 1, sort_by: "-created_at" });
-  return answer.data[0] || null;
+  try {
+    const answer = await get(path, { limit: 1, sort_by: "-created_at" });
+    return answer.data[0] || null;
+  } catch (error) {
+    return { failed: error.message };
+  }
 }
 
-function environmentCard(environment, stats) {
+function environmentCard(environment, found) {
   const names = environment.type === "azure" ? TENANT_COUNTS : DOMAIN_COUNTS;
   const kind = environment.type === "azure" ? "Azure tenant" : "AD domain";
+  const stats = found && !found.failed ? found : null;
   return el(
     "article",
     { class: "card environment", "data-environment-id": environment.id },
     el("h2", {}, environment.name),
     el("p", { class: "muted" }, `${kind} · ${environment.id}`),
-    el(
-      "p",
-      {},
-      "Last collection: ",
-      el("strong", {}, stats ? formatTime(stats.created_at) : "none in the last 30 days"),
-    ),
+    found && found.failed
+      ? notice(found.failed)
+      : el("p", {}, "Last collection: ", el("strong", {}, stats ? formatTime(stats.created_at) : "none in the last 30 days")),
     stats
       ? el("dl", { class: "counts" }, names.map((name) => [el("dt", {}, name.replace(/_/g, " ")), el("dd", {}, formatNumber(stats[name]))]))
       : null,
@@ -45,16 +47,21 @@ function environmentCard(environment, stats) {
 }
 
 async function latestRun(kind) {
-  const answer = await get("/data-quality-stats-aggregations", {
-    schema_environment_kind_id: kind.id,
-    sort_by: "-created_at",
-    limit: 500,
-  });
-  const newest = answer.data[0];
-  return newest ? answer.data.filter((row) => row.run_id === newest.run_id) : [];
+  try {
+    const answer = await get("/data-quality-stats-aggregations", {
+      schema_environment_kind_id: kind.id,
+      sort_by: "-created_at",
+      limit: 500,
+    });
+    const newest = answer.data[0];
+    return newest ? answer.data.filter((row) => row.run_id === newest.run_id) : [];
+  } catch (error) {
+    return { failed: error.message };
+  }
 }
 
-function extensionCard(extension, kind, metrics) {
+function extensionCard(extension, kind, found) {
+  const metrics = Array.isArray(found) ? found : [];
   const nodes = metrics.filter((row) => row.metric_type === "node");
   const relationships = metrics
     .filter((row) => row.metric_type === "relationship")
@@ -64,7 +71,9 @@ function extensionCard(extension, kind, metrics) {
     { class: "card environment", "data-environment-kind": kind.id },
     el("h2", {}, `${extension.display_name}: ${kind.name}`),
     el("p", { class: "muted" }, `OpenGraph extension ${extension.name} ${extension.version}`),
-    el("p", {}, "Last collection: ", el("strong", {}, metrics.length ? formatTime(metrics[0].created_at) : "none in the last 30 days")),
+    found.failed
+      ? notice(found.failed)
+      : el("p", {}, "Last collection: ", el("strong", {}, metrics.length ? formatTime(metrics[0].created_at) : "none in the last 30 days")),
     metrics.length
       ? el("dl", { class: "counts" }, [...nodes.map((row) => [row.metric_name, row.metric_value]), ["relationships", relationships]].map(([name, value]) => [el("dt", {}, name), el("dd", {}, formatNumber(value))]))
       : null,

@@ -7,6 +7,10 @@ import { entityLink } from "./entity.js";
 import { pathGraph } from "./graph.js";
 
 const EXPOSURE_SIZE = 50;
+// More nodes than this make a drawing nobody can read (1,500 parallel paths drew an SVG
+// 126,000 units tall): the edges are listed instead, the first LISTED_EDGES of them.
+const MOST_DRAWN = 120;
+const LISTED_EDGES = 500;
 
 /** An input that finds objects by name as one types; `chosen()` is the object id. */
 function picker(id, label, initial) {
@@ -60,15 +64,19 @@ async function drawPaths(output, start, end, current) {
   if (!current()) return;
   const graph = answer.data;
   const startId = Object.keys(graph.nodes).find((id) => graph.nodes[id].objectId.toUpperCase() === start.toUpperCase());
+  const nodes = Object.keys(graph.nodes).length;
+  const drawn = nodes <= MOST_DRAWN;
   output.replaceChildren(
-    el("figure", { class: "graph-box" }, pathGraph(graph, startId)),
+    drawn
+      ? el("figure", { class: "graph-box" }, pathGraph(graph, startId))
+      : notice(`${nodes} nodes on ${graph.edges.length} edges: too many to draw; ${graph.edges.length > LISTED_EDGES ? `the first ${LISTED_EDGES} edges are` : "the edges are"} listed.`, "note"),
     table(
       [
         ["From", (edge) => entityLink(graph.nodes[edge.source].objectId, graph.nodes[edge.source].kinds, graph.nodes[edge.source].label)],
         ["Kind", (edge) => edge.kind],
         ["To", (edge) => entityLink(graph.nodes[edge.target].objectId, graph.nodes[edge.target].kinds, graph.nodes[edge.target].label)],
       ],
-      graph.edges,
+      graph.edges.slice(0, LISTED_EDGES),
       { class: "path-edges" },
     ),
   );

@@ -3,7 +3,7 @@
 
 import { get } from "./api.js";
 import { SERIES_CLASSES, lineChart } from "./chart.js";
-import { el, formatNumber, formatTime, table } from "./dom.js";
+import { el, formatNumber, formatTime, notice, table } from "./dom.js";
 
 const DAY = 86400000;
 const WINDOWS = [
@@ -34,7 +34,7 @@ function sourcesOf(environments, extensions) {
     })),
   );
   const each = environments.data.map((environment) => ({
-    key: `${environment.type === "azure" ? "tenant" : "domain"}/${environment.id}`,
+    key: `${environment.type === "azure" ? "tenant" : "domain"}/${encodeURIComponent(environment.id)}`,
     label: `${environment.type === "azure" ? "Azure tenant" : "AD domain"} ${environment.name}`,
   }));
   return [...kinds, ...each];
@@ -106,7 +106,9 @@ export async function showQuality(page, rest, current) {
   ]);
   if (!current()) return;
   const sources = sourcesOf(environments, extensions);
-  const chosen = rest.length >= 2 ? `${rest[0]}/${rest.slice(1).join("/")}` : sources[0]?.key;
+  const asked = rest.length >= 2 ? `${rest[0]}/${encodeURIComponent(rest.slice(1).join("/"))}` : null;
+  const known = asked === null || sources.some((each) => each.key === asked);
+  const chosen = known && asked !== null ? asked : sources[0]?.key;
   const days = new URLSearchParams(window.location.search).get("days") || "30";
   const source = el(
     "select",
@@ -123,6 +125,7 @@ export async function showQuality(page, rest, current) {
   const output = el("div", { id: "quality-output" });
   page.append(
     el("h1", {}, "Data quality"),
+    known ? null : notice("No environment by that id has data: showing the first one.", "note"),
     el("div", { class: "controls" }, el("label", {}, "Statistics of ", source), el("label", {}, " over the ", span), el("label", {}, " or from ", from), el("label", {}, " until ", until)),
     output,
   );
@@ -132,7 +135,8 @@ export async function showQuality(page, rest, current) {
 
   async function draw() {
     output.replaceChildren(el("p", { class: "muted" }, "Loading…"));
-    const [kind, ...id] = (source.value || "").split("/");
+    const [kind, encoded] = (source.value || "").split("/");
+    const id = [decodeURIComponent(encoded || "")];
     const end = until.value ? new Date(Date.parse(until.value) + DAY) : new Date();
     const start = from.value ? new Date(Date.parse(from.value)) : new Date(end.getTime() - Number(span.value) * DAY);
     const window_ = { start: start.toISOString(), end: end.toISOString() };

@@ -8,6 +8,14 @@ const STATUS = { 1: "Running", 2: "Complete", 3: "Canceled", 4: "Timed out", 5: 
 const FINAL = new Set([2, 3, 4, 5]);
 const POLL_MS = 1000;
 
+/** The headers that name a file: the reference web client's X-File-Upload-Name when the
+ *  name is printable ASCII, else Content-Disposition's UTF-8 filename* (a browser cannot
+ *  put other characters in a header). */
+function nameHeaders(file) {
+  if (/^[\x20-\x7e]*$/.test(file.name)) return { "X-File-Upload-Name": file.name };
+  return { "Content-Disposition": `attachment; filename*=UTF-8''${encodeURIComponent(file.name)}` };
+}
+
 function contentType(file) {
   return file.name.toLowerCase().endsWith(".zip") ? "application/zip" : "application/json";
 }
@@ -55,7 +63,7 @@ async function send(files, box, current) {
       box.replaceChildren(el("p", { class: "muted" }, `Job ${id}: sending ${file.name} (${index + 1} of ${files.length})…`));
       await call("POST", `/file-upload/${id}`, {
         rawBody: file,
-        headers: { "Content-Type": contentType(file), "X-File-Upload-Name": file.name },
+        headers: { "Content-Type": contentType(file), ...nameHeaders(file) },
       });
     }
     await call("POST", `/file-upload/${id}/end`);
