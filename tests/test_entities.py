@@ -9,10 +9,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from graphsvc.api.routes import OPERATIONS
+from graphsvc.demo.collectors import Domain, write_sharphound
 from graphsvc.graph.entities import ENTITY_KINDS, ENTITY_LISTS
 from graphsvc.store.graph import ACL_KINDS
 from tests.conftest import Env, ingest
@@ -213,6 +215,26 @@ def test_every_entity_route_refuses_what_it_must(v6: Env) -> None:
             assert v6.get(f"{own}?limit=-1").status_code == 400
             assert v6.get(f"{own}?type=graph").status_code == 400
             assert v6.get(f"{own}?sort_by=-name").status_code == 200
+
+
+def test_an_encoded_slash_stays_in_its_object_id(env: Env, tmp_path: Path) -> None:
+    """%2F in a path is part of its segment: an id holding a slash is reachable, and cannot
+    be read as another route (/groups/A%2Fmembers is no list of A's members)."""
+    domain = Domain("SLASH.LOCAL", "S-1-5-21-1/2")
+    domain.users = {1100: "ALICE"}
+    domain.groups = {1200: "OPERATORS"}
+    domain.members = {1200: [1100]}
+    ingest(env, *write_sharphound(tmp_path / "slash", domain))
+    group = quote("S-1-5-21-1/2-1200", safe="")
+    found = env.get(f"/api/v2/groups/{group}")
+    assert found.status_code == 200, found.text
+    assert found.json()["data"]["props"]["name"] == "OPERATORS@SLASH.LOCAL"
+    members = env.get(f"/api/v2/groups/{group}/members").json()["data"]
+    assert [m["name"] for m in members] == ["ALICE@SLASH.LOCAL"]
+    # An id that looks like a group's id and a list's name is that id, and there is none.
+    smuggled = env.get(f"/api/v2/groups/{quote('S-1-5-21-1/2-1200/members', safe='')}")
+    assert smuggled.status_code == 404
+    assert "no Group with object id" in smuggled.json()["errors"][0]["message"]
 
 
 def test_unknown_kinds_answer_empty_lists(env: Env) -> None:

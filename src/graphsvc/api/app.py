@@ -66,7 +66,7 @@ from graphsvc.api.web import (
     error_response,
     index_routes,
     json_response,
-    match_route,
+    match_request,
     new_request_id,
     route,
     send_response,
@@ -266,7 +266,7 @@ class App:
             )
             if not verdict.admitted:
                 raise too_many_requests(verdict)
-        found = match_route(self.routes, path)
+        found = match_request(self.routes, scope)
         if found is None:
             raise ApiError(404, f"no route {path}", "route")
         matched, path_params = found

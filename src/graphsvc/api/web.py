@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any, Protocol
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 import msgspec
 
@@ -297,3 +297,25 @@ def match_route(routes: Routes, path: str) -> tuple[Route, dict[str, str]] | Non
         if found is not None:
             return candidate, found.groupdict()
     return None
+
+
+# A slash the client encoded (%2F) is part of its segment (an object id may hold one), but
+# the server's decoded path splits there: /groups/A%2Fmembers read as group A's members.
+# Such a path is matched with its encoded slashes held as NUL (a character no id holds),
+# each parameter getting its slashes back.
+ENCODED_SLASH = "\x00"
+
+
+def match_request(routes: Routes, scope: Scope) -> tuple[Route, dict[str, str]] | None:
+    """The route of a request's path, and its path parameters, decoded."""
+    raw: bytes | None = scope.get("raw_path")
+    if raw is None or (b"%2F" not in raw and b"%2f" not in raw):
+        return match_route(routes, scope["path"])
+    path = "/".join(
+        unquote(segment).replace("/", ENCODED_SLASH) for segment in raw.decode("latin-1").split("/")
+    )
+    found = match_route(routes, path)
+    if found is None:
+        return None
+    matched, params = found
+    return matched, {name: value.replace(ENCODED_SLASH, "/") for name, value in params.items()}
