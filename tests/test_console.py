@@ -323,6 +323,24 @@ def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> 
     console.shoot("uploads")
 
 
+def test_drop_a_file_to_upload_it(console: Console) -> None:
+    console.sign_in()
+    console.open("uploads", "#job-table")
+    dropped = console.page.evaluate_handle(
+        """graph => {
+            const files = new DataTransfer();
+            files.items.add(new File([graph], "dropped.json", {type: "application/json"}));
+            return files;
+        }""",
+        json.dumps(github_graph()),
+    )
+    console.page.dispatch_event("#upload-drop", "dragover", {"dataTransfer": dropped})
+    assert "over" in (console.page.get_attribute("#upload-drop", "class") or "")
+    console.page.dispatch_event("#upload-drop", "drop", {"dataTransfer": dropped})
+    console.page.wait_for_selector("#job-status.status-2", timeout=60_000)
+    assert "dropped.json" in console.page.inner_text("#file-results")
+
+
 def test_the_api_reference_tries_an_operation_as_the_signed_in_user(console: Console) -> None:
     console.sign_in()
     console.page.goto(f"{console.base}/api/v2/docs")
