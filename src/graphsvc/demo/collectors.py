@@ -32,6 +32,8 @@ class Domain:
     sessions: dict[int, list[int]] = field(default_factory=dict)  # computer RID -> user RIDs
     # object RID (or 0, the domain) -> (principal RID, right) of its ACEs
     aces: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    # RID -> properties a user's or computer's record adds (lastlogontimestamp, operatingsystem)
+    extra: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def id_of(self, rid: int) -> str:
         return f"{self.sid}-{rid}"
@@ -73,7 +75,11 @@ class Domain:
         for rid, name in self.users.items():
             yield {
                 "ObjectIdentifier": self.id_of(rid),
-                "Properties": {**self.properties(f"{name}@{self.name}"), "enabled": True},
+                "Properties": {
+                    **self.properties(f"{name}@{self.name}"),
+                    "enabled": True,
+                    **self.extra.get(rid, {}),
+                },
                 "PrimaryGroupSID": self.id_of(513),
                 "Aces": self.aces_of(rid),
                 "ContainedBy": {"ObjectIdentifier": self.sid, "ObjectType": "Domain"},
@@ -97,7 +103,7 @@ class Domain:
                 groups.append(self.local_group(rid, ADMIN_GROUP_RID, "ADMINISTRATORS", self.admins))
             record = {
                 "ObjectIdentifier": self.id_of(rid),
-                "Properties": {**self.properties(host), "enabled": True},
+                "Properties": {**self.properties(host), "enabled": True, **self.extra.get(rid, {})},
                 "PrimaryGroupSID": self.id_of(515),
                 "DomainSID": self.sid,
                 "LocalGroups": groups,

@@ -104,6 +104,16 @@ def demo_domain() -> Domain:
         0: [(1111, "GetChanges"), (1111, "GetChangesAll")],
         1104: [(1109, "ForceChangePassword")],
     }
+    # Logons (and Windows on every computer), so that the completeness of sessions and
+    # local groups has something to measure.
+    logon = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp())
+    for rid in domain.users:
+        domain.extra[rid] = {"lastlogontimestamp": logon - rid}
+    for rid in domain.computers:
+        domain.extra[rid] = {
+            "lastlogontimestamp": logon - rid,
+            "operatingsystem": "Windows Server 2022",
+        }
     return domain
 
 
