@@ -173,9 +173,9 @@ class Console:
         if message.type == "error" and "Failed to load resource" not in message.text:
             self.problems.append(message.text)
 
-    def sign_in(self, secret: str = DEMO_SECRET) -> None:
+    def sign_in(self, secret: str = DEMO_SECRET, username: str = "admin") -> None:
         self.page.goto(f"{self.base}/")
-        self.page.fill("#username", "admin")
+        self.page.fill("#username", username)
         self.page.fill("#secret", secret)
         self.page.click("#sign-in-form button[type=submit]")
         self.page.wait_for_selector("#nav:not([hidden])")
@@ -354,6 +354,18 @@ def test_the_api_reference_tries_an_operation_as_the_signed_in_user(console: Con
     output.wait_for()
     assert '"principal_name": "admin"' in output.inner_text()
     console.shoot("api-reference")
+
+
+def test_the_navigation_shows_the_pages_a_user_may_read(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> None:
+    env, _ = demo_env
+    env.user_with_token("uploader", "Upload-Only", secret="another-secret-2")
+    with console_on(database_url, tmp_path) as tab:
+        tab.sign_in("another-secret-2", "uploader")
+        tab.page.wait_for_selector("#job-table")  # the first page it may read
+        shown = tab.page.locator("#nav a:visible").all_inner_texts()
+        assert shown == ["Uploads", "API reference"], shown
 
 
 def test_a_page_still_loading_at_sign_out_is_never_drawn(console: Console) -> None:

@@ -2,7 +2,7 @@
 // address's fragment (#/quality, #/entity/computers/S-1-5-...), so that links and the back
 // button work without the server knowing the pages.
 
-import { ApiFailure, sessionToken, signIn, signOut, signedInUser, whenSignedOut } from "./api.js";
+import { ApiFailure, get, sessionToken, signIn, signOut, signedInUser, whenSignedOut } from "./api.js";
 import { clear, notice } from "./dom.js";
 import { showEntities } from "./entity.js";
 import { showOverview } from "./overview.js";
@@ -20,7 +20,19 @@ const PAGES = {
   uploads: showUploads,
 };
 
+// What each page reads needs (the operations' permissions): a page the user may not read is
+// left out of the navigation. Uploads: the job list is open to every user.
+const NEEDS = {
+  overview: "graphdb/Read",
+  quality: "graphdb/Read",
+  entity: "graphdb/Read",
+  paths: "graphdb/Read",
+  tokens: "auth/CreateToken",
+  uploads: null,
+};
+
 const byId = (id) => document.getElementById(id);
+let permissions = null; // the signed-in user's, as "authority/Name", read once a session
 let shown = 0; // counts pages shown, so that a slow page never draws over a newer one
 
 function decoded(segment) {
@@ -31,9 +43,22 @@ function decoded(segment) {
   }
 }
 
+const allowed = (name) => NEEDS[name] === null || permissions.has(NEEDS[name]);
+
 function route() {
   const [name, ...rest] = window.location.hash.replace(/^#\/?/, "").split("/");
-  return { name: Object.hasOwn(PAGES, name) ? name : "overview", rest: rest.map(decoded) };
+  const first = Object.keys(PAGES).find(allowed);
+  return { name: Object.hasOwn(PAGES, name) ? name : first, rest: rest.map(decoded) };
+}
+
+async function readPermissions() {
+  const self = await get("/self");
+  permissions = new Set(
+    self.data.roles.flatMap((role) => role.permissions.map((p) => `${p.authority}/${p.name}`)),
+  );
+  for (const link of document.querySelectorAll("#nav a[data-page]")) {
+    link.hidden = !allowed(link.dataset.page);
+  }
 }
 
 async function showPage() {
@@ -48,9 +73,17 @@ async function showPage() {
   byId("who").textContent = signedIn ? signedInUser() : "";
   const page = clear(byId("page"));
   if (!signedIn) {
+    permissions = null;
     byId("username").focus();
     return;
   }
+  try {
+    if (permissions === null) await readPermissions();
+  } catch (error) {
+    if (current()) page.append(notice(error.message));
+    return;
+  }
+  if (!current()) return;
   const { name, rest } = route();
   for (const link of document.querySelectorAll("#nav a[data-page]")) {
     link.classList.toggle("current", link.dataset.page === name);
