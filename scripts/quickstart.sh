@@ -14,7 +14,9 @@ base="http://127.0.0.1:$port"
 
 if ! python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' \
     "$port" 2>/dev/null; then
-  echo "quickstart: port $port is in use; choose another: PORT=8001 $0" >&2
+  store_setting=""
+  [ -n "${GRAPHSVC_DATABASE_URL:-}" ] && store_setting="GRAPHSVC_DATABASE_URL=$GRAPHSVC_DATABASE_URL "
+  echo "quickstart: port $port is in use; choose another: ${store_setting}PORT=8001 $0" >&2
   exit 1
 fi
 
@@ -61,8 +63,14 @@ domain=$(.venv/bin/python -c 'from graphsvc.demo.dataset import DOMAIN_SID; prin
 echo "# The web console: open $base/ui/ and sign in as admin with the secret $secret"
 echo "# A path from the demo's BOB to its Domain Admins: $base/ui/#/paths/$domain-1105/$domain-512"
 echo "# The API reference: $base/api/v2/docs"
-echo "# Serving on $base (Ctrl-C stops). From a second terminal, this server for the"
-echo "# README's commands, and fresh signed examples:"
-echo "#   export GRAPHSVC_URL=$base GRAPHSVC_DATA_DIR=$GRAPHSVC_DATA_DIR"
+echo "# From a second terminal, this server for the README's commands, and fresh signed"
+echo "# examples:"
+if [ -n "${GRAPHSVC_DATABASE_URL:-}" ]; then
+  echo "#   export GRAPHSVC_URL=$base GRAPHSVC_DATA_DIR=$GRAPHSVC_DATA_DIR GRAPHSVC_DATABASE_URL=$GRAPHSVC_DATABASE_URL"
+  echo "#   (the README's commands read data/demo.json: use $demo for this store)"
+else
+  echo "#   export GRAPHSVC_URL=$base GRAPHSVC_DATA_DIR=$GRAPHSVC_DATA_DIR"
+fi
 echo "#   .venv/bin/graphsvc examples $demo"
+echo "# Serving on $base (Ctrl-C stops)."
 wait "$server"

@@ -234,6 +234,8 @@ def test_sign_in_and_see_the_statistics_as_charts(console: Console) -> None:
     # Polled by selector: a predicate in JavaScript would be an eval, which the policy refuses.
     expect(users).to_have_count(7)
     assert console.page.locator("table.numbers tbody tr").count() == 7
+    assert console.page.url.endswith("/7")  # the window is in the address, to link or reload
+    assert "null" not in console.page.inner_text("#page")
     console.shoot("quality")
     # The session lives in this tab only: nothing persistent, nothing in the address.
     assert console.page.evaluate("localStorage.length") == 0
@@ -264,6 +266,10 @@ def test_search_an_entity_and_open_its_lists(console: Console) -> None:
     count = console.page.inner_text(".list-button[data-list=dcom-users] .count")
     assert int(count) == rows.count()
     console.shoot("entity")
+    # The open list is in the address: a reload (or the link) opens it again.
+    assert console.page.url.endswith("/dcom-users")
+    console.page.reload()
+    console.page.wait_for_selector("table.entity-list[data-list=dcom-users] tbody tr")
 
 
 def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
@@ -286,6 +292,10 @@ def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
     ) == sid(1105)
     summary = console.page.inner_text(".exposure-summary")
     assert summary.startswith("5 of the domain's 11 enabled users")
+    # The edges listed in path order, from the start.
+    first = console.page.locator("table.path-edges tbody tr").first.inner_text()
+    assert first.startswith("BOB@CONTOSO.LOCAL"), first
+    assert "BOB@CONTOSO.LOCAL (User)" in console.page.inner_text("#path-from-name")
     console.shoot("paths")
 
 
@@ -293,19 +303,27 @@ def test_create_and_revoke_a_token(console: Console) -> None:
     console.sign_in()
     console.open("tokens", "#token-table")
     console.page.fill("#token-name", "made in the console")
+    console.page.select_option("#token-lifetime", str(30 * 86400))
     console.page.click("#token-form button[type=submit]")
     key = console.page.inner_text("#new-token-key")
     token_id = console.page.inner_text("#new-token-id")
     assert len(key) >= 40
     row = console.page.locator(f"button.revoke[data-token-id='{token_id}']")
     row.wait_for()
+    expires = console.page.locator("#token-table tr", has=row).inner_text()
+    assert "never" not in expires  # thirty days
     console.shoot("tokens")
-    console.page.reload()
-    console.page.wait_for_selector("#token-table")
-    assert key not in console.page.content()  # shown once, kept nowhere
     console.page.click(f"button.revoke[data-token-id='{token_id}']")
     row.wait_for(state="detached")
+    assert console.page.locator("#new-token-key").count() == 0  # no key of a revoked token
     assert console.dialogs and "Revoke the token" in console.dialogs[0]
+    # Another, shown once: after a reload its key is nowhere on the page.
+    console.page.fill("#token-name", "kept")
+    console.page.click("#token-form button[type=submit]")
+    key = console.page.inner_text("#new-token-key")
+    console.page.reload()
+    console.page.wait_for_selector("#token-table")
+    assert key not in console.page.content()
 
 
 def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> None:
@@ -321,6 +339,13 @@ def test_upload_a_file_and_see_it_complete(console: Console, tmp_path: Path) -> 
     assert collected.name in result and "none" in result
     assert "Complete" in console.page.inner_text("#job-table")
     console.shoot("uploads")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not collected")
+    jobs = console.page.locator("#job-table tbody tr").count()
+    console.page.set_input_files("#upload-files", str(notes))
+    refusal = console.page.inner_text("#upload-progress .notice")
+    assert "notes.txt" in refusal and "Nothing was sent" in refusal
+    assert console.page.locator("#job-table tbody tr").count() == jobs
 
 
 def test_drop_a_file_to_upload_it(console: Console) -> None:

@@ -52,10 +52,10 @@ def play_quickstart(
     folder: Path,
     environment: dict[str, str],
     while_serving: str = "",
-    in_browser: Callable[[list[str]], None] | None = None,
+    on_printed: Callable[[list[str]], None] | None = None,
 ) -> tuple[list[str], str]:
     """Run the quickstart until it says it serves; paste every printed command into one shell,
-    then run `while_serving` there, and `in_browser` with what it printed; return each
+    then run `while_serving` there, and `on_printed` with what it printed; return each
     printed command's output, and the shell's."""
     port = free_port()
     process = subprocess.Popen(
@@ -92,8 +92,8 @@ def play_quickstart(
             check=False,
         )
         assert extra.returncode == 0, extra.stderr
-        if in_browser is not None:
-            in_browser(printed)
+        if on_printed is not None:
+            on_printed(printed)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
@@ -169,7 +169,7 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     assert "extension" in loading.stdout and "OKTA" in loading.stdout
     # Again on the store it made: the demo is found there, with new credentials, and the
     # console it prints shows them.
-    printed, _ = play_quickstart(folder, {}, in_browser=open_the_printed_console)
+    printed, _ = play_quickstart(folder, {}, on_printed=open_the_printed_console)
     assert_all_succeeded(printed)
     demo = folder / "data" / "demo.json"
     assert demo.stat().st_mode & 0o777 == 0o600  # it holds the admin secret and token key
@@ -183,8 +183,11 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     sqlite_demo = folder / "data" / "demo.json"  # a SQLite quickstart's, from before
     sqlite_demo.parent.mkdir()
     sqlite_demo.write_text('{"kept": true}')
+    printed: list[str] = []
     try:
-        outputs, _ = play_quickstart(folder, {"GRAPHSVC_DATABASE_URL": url})
+        outputs, _ = play_quickstart(
+            folder, {"GRAPHSVC_DATABASE_URL": url}, on_printed=printed.extend
+        )
     finally:
         asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     assert_all_succeeded(outputs)
@@ -193,6 +196,10 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     parts = urlsplit(url)
     own = folder / "data" / f"demo-postgresql-{parts.hostname}-{parts.port or 5432}-{name}.json"
     assert json.loads(own.read_text())["token_id"]
+    # Its last lines point a second terminal at this store, not at the SQLite one.
+    export = next(line for line in printed if "export GRAPHSVC_URL=" in line)
+    assert f"GRAPHSVC_DATABASE_URL={url}" in export
+    assert any(str(own) in line for line in printed)
 
 
 def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path: Path) -> None:
@@ -209,5 +216,15 @@ def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path: Path) -> No
             text=True,
             timeout=60,
         )
+        # On PostgreSQL, the command it suggests keeps the store.
+        on_postgres = subprocess.run(
+            ["bash", "scripts/quickstart.sh"],
+            cwd=folder,
+            env={**os.environ, "PORT": str(port), "GRAPHSVC_DATABASE_URL": "postgresql://h/db"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1 and result.stdout == ""
     assert f"port {port} is in use" in result.stderr and "PORT=" in result.stderr
+    assert "GRAPHSVC_DATABASE_URL=postgresql://h/db PORT=8001" in on_postgres.stderr

@@ -167,8 +167,9 @@ def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any
         "info": {
             "title": "Graph Analysis Service API",
             "version": "v2",
-            "description": "graphsvc: data-quality statistics, SAML providers, collection "
-            "clients and computer DCOM rights. Every error is the JSON error body.",
+            "description": "graphsvc: data-quality statistics, the attack graph's entities "
+            "and their lists, shortest paths and exposure, SAML providers, collection clients, "
+            "accounts, tokens, uploads and the audit log. Every error is the JSON error body.",
         },
         "paths": paths,
         "components": {

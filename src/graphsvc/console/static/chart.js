@@ -3,8 +3,8 @@
 
 import { formatNumber, svg } from "./dom.js";
 
-const WIDTH = 720;
-const HEIGHT = 260;
+const WIDTH = 960;
+const HEIGHT = 280;
 const MARGIN = { top: 12, right: 16, bottom: 28, left: 56 };
 export const SERIES_CLASSES = 12; // series-0 .. series-11 in console.css
 
@@ -20,14 +20,16 @@ function shortDate(time) {
 }
 
 /**
- * series: [{name, points: [{time: ms since 1970, value: number}]}], sorted by time.
+ * series: [{name, points: [{time: ms since 1970, value: number}]}], sorted by time; span:
+ * [first, last] of the time axis (else the points').
  * Returns an <svg> (class "chart") or null when no series has a point.
  */
-export function lineChart(series, label) {
+export function lineChart(series, label, span) {
   const points = series.flatMap((each) => each.points);
   if (points.length === 0) return null;
   const times = points.map((p) => p.time);
-  let [first, last] = [Math.min(...times), Math.max(...times)];
+  // The window asked for, so that charts of one page share their time axis.
+  let [first, last] = span || [Math.min(...times), Math.max(...times)];
   if (first === last) [first, last] = [first - 43200000, last + 43200000]; // half a day each side
   const top = Math.max(...points.map((p) => p.value), 1);
   const step = niceStep(top, 4);
@@ -44,14 +46,18 @@ export function lineChart(series, label) {
       svg("text", { class: "tick", x: MARGIN.left - 6, y: y(value) + 4, "text-anchor": "end" }, formatNumber(value)),
     );
   }
-  const dayTicks = [];
-  const span = last - first;
-  const tickEvery = Math.max(1, niceStep(span / 86400000, 6)) * 86400000;
-  for (let time = Math.ceil(first / tickEvery) * tickEvery; time <= last; time += tickEvery) {
-    dayTicks.push(
-      svg("text", { class: "tick", x: x(time), y: HEIGHT - 8, "text-anchor": "middle" }, shortDate(time)),
-    );
+  // A few samples: a tick under each, so that a label never names the next day under a
+  // late-evening sample. More: whole days, a round number of them apart.
+  const sampled = [...new Set(times)].sort((a, b) => a - b);
+  let tickTimes = sampled;
+  if (sampled.length > 8) {
+    const tickEvery = Math.max(1, niceStep((last - first) / 86400000, 6)) * 86400000;
+    tickTimes = [];
+    for (let time = Math.ceil(first / tickEvery) * tickEvery; time <= last; time += tickEvery) tickTimes.push(time);
   }
+  const dayTicks = tickTimes.map((time) =>
+    svg("text", { class: "tick", x: x(time), y: HEIGHT - 8, "text-anchor": "middle" }, shortDate(time)),
+  );
   const lines = series.map((each, index) => {
     const colour = `series-${index % SERIES_CLASSES}`;
     const path = each.points.map((p) => `${x(p.time).toFixed(1)},${y(p.value).toFixed(1)}`).join(" ");
@@ -63,7 +69,7 @@ export function lineChart(series, label) {
         svg(
           "circle",
           { class: "point", cx: x(p.time).toFixed(1), cy: y(p.value).toFixed(1), r: 3 },
-          svg("title", {}, `${each.name}: ${formatNumber(p.value)} at ${new Date(p.time).toISOString()}`),
+          svg("title", {}, `${each.name.replace(/_/g, " ")}: ${formatNumber(p.value)} at ${new Date(p.time).toISOString()}`),
         ),
       ),
     );

@@ -3,7 +3,7 @@
 // count that goes with each, come from the served OpenAPI document.
 
 import { get } from "./api.js";
-import { clear, el, formatNumber, notice, table } from "./dom.js";
+import { clear, el, formatNumber, formatTime, notice, table } from "./dom.js";
 
 const SEGMENTS = {
   Computer: "computers",
@@ -73,8 +73,14 @@ async function showResults(page, query, current) {
   );
 }
 
-function propertyValue(value) {
+// Properties SharpHound writes as seconds since 1970 (0 or -1: never).
+const TIMES = new Set(["whencreated", "lastlogon", "lastlogontimestamp", "pwdlastset", "lastseen", "lastcollected"]);
+
+function propertyValue(value, name) {
   if (value === null || value === undefined) return "";
+  if (TIMES.has(name.toLowerCase()) && typeof value === "number") {
+    return value > 0 ? `${formatTime(value * 1000)} (${value})` : `never (${value})`;
+  }
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
 }
@@ -101,7 +107,7 @@ async function showList(box, segment, objectId, list) {
   }
 }
 
-async function showEntity(page, segment, objectId, current) {
+async function showEntity(page, segment, objectId, opened, current) {
   const [answer, lists] = await Promise.all([
     get(`/${segment}/${encodeURIComponent(objectId)}`, { counts: "true" }),
     entityLists(),
@@ -120,6 +126,8 @@ async function showEntity(page, segment, objectId, current) {
     );
     button.addEventListener("click", () => {
       for (const other of page.querySelectorAll(".list-button")) other.classList.toggle("current", other === button);
+      // The address names the open list (a link to it), without drawing the page again.
+      history.replaceState(null, "", `#/entity/${segment}/${encodeURIComponent(objectId)}/${list.path}`);
       showList(listBox, segment, props.objectid || objectId, list);
     });
     return button;
@@ -129,12 +137,14 @@ async function showEntity(page, segment, objectId, current) {
     el("p", { class: "muted" }, `${segment.replace(/s$/, "")} · ${props.objectid || objectId}`),
     el("div", { class: "entity-columns" },
       el("section", { class: "card" }, el("h2", {}, "Properties"),
-        el("dl", { class: "properties" }, Object.entries(props).map(([name, value]) => [el("dt", {}, name), el("dd", {}, propertyValue(value))]))),
+        el("dl", { class: "properties" }, Object.entries(props).map(([name, value]) => [el("dt", {}, name), el("dd", {}, propertyValue(value, name))]))),
       el("section", { class: "card grow" }, el("h2", {}, "Lists"), el("div", { class: "list-buttons" }, buttons), listBox),
     ),
   );
+  buttons.find((button) => button.dataset.list === opened)?.click();
 }
 
+// #/entity/search/<text>, or #/entity/<segment>/<object id>[/<list>]
 export async function showEntities(page, rest, current) {
   const [mode, ...id] = rest;
   const query = mode === "search" ? id.join("/") : "";
@@ -144,6 +154,6 @@ export async function showEntities(page, rest, current) {
   } else if (mode && Object.values(SEGMENTS).includes(mode) && id.length) {
     clear(page);
     page.append(searchForm(""));
-    await showEntity(page, mode, id.join("/"), current);
+    await showEntity(page, mode, id[0], id[1], current);
   }
 }

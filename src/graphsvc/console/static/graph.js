@@ -8,6 +8,7 @@ const ROW = 84;
 const MARGIN = 60;
 const SIDE = 120; // room for the first and last column's names
 const RADIUS = 16;
+const BEND = 22; // how far apart parallel edges bow
 const KIND_CLASSES = ["User", "Group", "Computer", "Domain", "GPO", "OU", "Container"];
 
 function kindClass(kinds) {
@@ -23,11 +24,11 @@ function shorten(name, length = 28) {
  * graph: the shortest-path answer's data ({nodes: {id: {label, kind, kinds, objectId}},
  * edges: [{source, target, kind}]}); start: the start's node id.
  */
-export function pathGraph(graph, start) {
+/** Each node's distance from the start over the answer's edges: its column. */
+export function distances(graph, start) {
   const ids = Object.keys(graph.nodes);
   const outgoing = new Map(ids.map((id) => [id, []]));
   for (const edge of graph.edges) outgoing.get(edge.source)?.push(edge.target);
-  // Columns: the distance from the start over the answer's edges.
   const column = new Map([[start, 0]]);
   const queue = [start];
   while (queue.length) {
@@ -39,6 +40,12 @@ export function pathGraph(graph, start) {
       }
     }
   }
+  return column;
+}
+
+export function pathGraph(graph, start) {
+  const ids = Object.keys(graph.nodes);
+  const column = distances(graph, start);
   const columns = [];
   for (const id of ids) {
     const at = column.has(id) ? column.get(id) : 0;
@@ -54,6 +61,13 @@ export function pathGraph(graph, start) {
     (members || []).forEach((id, index) => place.set(id, { x: SIDE + at * COLUMN, y: offset + index * ROW }));
   });
 
+  // Edges between the same two nodes (AdminTo and CanPSRemote, say) bend apart, each its
+  // own way, so that neither line nor label hides another.
+  const between = new Map();
+  for (const edge of graph.edges) {
+    const pair = [edge.source, edge.target].sort().join(" ");
+    between.set(pair, [...(between.get(pair) || []), edge]);
+  }
   const edges = graph.edges.map((edge) => {
     const from = place.get(edge.source);
     const to = place.get(edge.target);
@@ -61,11 +75,16 @@ export function pathGraph(graph, start) {
     const [dx, dy] = [(to.x - from.x) / length, (to.y - from.y) / length];
     const [x1, y1] = [from.x + dx * RADIUS, from.y + dy * RADIUS];
     const [x2, y2] = [to.x - dx * (RADIUS + 4), to.y - dy * (RADIUS + 4)];
+    const siblings = between.get([edge.source, edge.target].sort().join(" "));
+    const bend = (siblings.indexOf(edge) - (siblings.length - 1) / 2) * BEND;
+    // The control point, off the middle along the normal; the label at the curve's middle.
+    const [cx, cy] = [(x1 + x2) / 2 - dy * bend * 2, (y1 + y2) / 2 + dx * bend * 2];
+    const [lx, ly] = [(x1 + x2) / 2 - dy * bend, (y1 + y2) / 2 + dx * bend];
     return svg(
       "g",
       { class: "edge", "data-kind": edge.kind },
-      svg("line", { x1, y1, x2, y2, "marker-end": "url(#arrow)" }),
-      svg("text", { class: "edge-kind", x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 6, "text-anchor": "middle" }, edge.kind),
+      svg("path", { d: `M ${x1} ${y1} Q ${cx} ${cy} ${x2} ${y2}`, "marker-end": "url(#arrow)" }),
+      svg("text", { class: "edge-kind", x: lx, y: ly - 6, "text-anchor": "middle" }, edge.kind),
     );
   });
   const nodes = ids.map((id) => {

@@ -32,7 +32,12 @@ function environmentCard(environment, found) {
     el("p", { class: "muted" }, `${kind} · ${environment.id}`),
     found && found.failed
       ? notice(found.failed)
-      : el("p", {}, "Last collection: ", el("strong", {}, stats ? formatTime(stats.created_at) : "none in the last 30 days")),
+      : el(
+          "p",
+          {},
+          "Last collection: ",
+          el("strong", {}, stats ? formatTime(stats.created_at) : environment.collected ? "none in the last 30 days" : "never: referred to only"),
+        ),
     stats
       ? el("dl", { class: "counts" }, names.map((name) => [el("dt", {}, name.replace(/_/g, " ")), el("dd", {}, formatNumber(stats[name]))]))
       : null,
@@ -40,8 +45,8 @@ function environmentCard(environment, found) {
       "p",
       {},
       el("a", { href: `#/quality/${environment.type === "azure" ? "tenant" : "domain"}/${encodeURIComponent(environment.id)}` }, "Statistics"),
-      " · ",
-      el("a", { href: `#/entity/search/${encodeURIComponent(environment.id)}` }, "Entity"),
+      // An AD domain is an entity with lists; a tenant has no entity route.
+      environment.type === "azure" ? null : [" · ", el("a", { href: `#/entity/domains/${encodeURIComponent(environment.id)}` }, "Domain")],
     ),
   );
 }

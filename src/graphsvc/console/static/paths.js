@@ -4,7 +4,7 @@
 import { ApiFailure, get } from "./api.js";
 import { el, formatNumber, notice, table } from "./dom.js";
 import { entityLink } from "./entity.js";
-import { pathGraph } from "./graph.js";
+import { distances, pathGraph } from "./graph.js";
 
 const EXPOSURE_SIZE = 50;
 // More nodes than this make a drawing nobody can read (1,500 parallel paths drew an SVG
@@ -16,11 +16,13 @@ const LISTED_EDGES = 500;
 function picker(id, label, initial) {
   const input = el("input", { type: "search", id, value: initial, placeholder: "a name or an object id", "aria-label": label, autocomplete: "off" });
   const choices = el("ul", { class: "choices", id: `${id}-choices` });
+  const named = el("span", { class: "muted picked", id: `${id}-name` });
   let timer = 0;
   let asked = 0;
   input.addEventListener("input", () => {
     clearTimeout(timer);
     const text = input.value.trim();
+    named.textContent = "";
     if (text.length < 2) {
       choices.replaceChildren();
       return;
@@ -35,6 +37,7 @@ function picker(id, label, initial) {
             const choice = el("button", { type: "button", class: "choice", "data-object-id": row.objectid }, `${row.name || row.objectid} `, el("span", { class: "muted" }, row.type));
             choice.addEventListener("click", () => {
               input.value = row.objectid;
+              named.textContent = `${row.name || row.objectid} (${row.type})`;
               choices.replaceChildren();
             });
             return el("li", {}, choice);
@@ -45,10 +48,17 @@ function picker(id, label, initial) {
       }
     }, 250);
   });
-  return { box: el("label", { class: "picker" }, `${label} `, input, choices), chosen: () => input.value.trim() };
+  return {
+    box: el("label", { class: "picker" }, `${label} `, input, named, choices),
+    chosen: () => input.value.trim(),
+    name: (node) => {
+      named.textContent = `${node.label} (${node.kind})`;
+    },
+  };
 }
 
-async function drawPaths(output, start, end, current) {
+/** The shortest paths from start to end, drawn; the pickers then name both ends. */
+async function drawPaths(output, start, end, current, pickers) {
   output.replaceChildren(el("p", { class: "muted" }, "Finding paths…"));
   let answer;
   try {
@@ -63,8 +73,15 @@ async function drawPaths(output, start, end, current) {
   }
   if (!current()) return;
   const graph = answer.data;
-  const startId = Object.keys(graph.nodes).find((id) => graph.nodes[id].objectId.toUpperCase() === start.toUpperCase());
+  const idOf = (objectId) => Object.keys(graph.nodes).find((id) => graph.nodes[id].objectId.toUpperCase() === objectId.toUpperCase());
+  const startId = idOf(start);
+  for (const [picker, objectId] of [[pickers[0], start], [pickers[1], end]]) {
+    const found = idOf(objectId);
+    if (found !== undefined) picker.name(graph.nodes[found]);
+  }
   const nodes = Object.keys(graph.nodes).length;
+  const column = distances(graph, startId);
+  const ordered = graph.edges.slice().sort((a, b) => (column.get(a.source) ?? 0) - (column.get(b.source) ?? 0));
   const drawn = nodes <= MOST_DRAWN;
   output.replaceChildren(
     drawn
@@ -76,7 +93,7 @@ async function drawPaths(output, start, end, current) {
         ["Kind", (edge) => edge.kind],
         ["To", (edge) => entityLink(graph.nodes[edge.target].objectId, graph.nodes[edge.target].kinds, graph.nodes[edge.target].label)],
       ],
-      graph.edges.slice(0, LISTED_EDGES),
+      ordered.slice(0, LISTED_EDGES),
       { class: "path-edges" },
     ),
   );
@@ -86,12 +103,11 @@ async function showExposure(output, domainId) {
   output.replaceChildren(el("p", { class: "muted" }, "Loading…"));
   const answer = await get(`/domains/${encodeURIComponent(domainId)}/exposure`, { limit: EXPOSURE_SIZE });
   const users = answer.users;
+  const share = users.enabled
+    ? `${formatNumber(users.exposed)} of the domain's ${formatNumber(users.enabled)} enabled users (${(users.share * 100).toFixed(1)}%) have a path to its tier zero`
+    : "The domain has no enabled user in the graph (referred to only, or not collected)";
   output.replaceChildren(
-    el(
-      "p",
-      { class: "exposure-summary" },
-      `${formatNumber(users.exposed)} of the domain's ${formatNumber(users.enabled)} enabled users (${(users.share * 100).toFixed(1)}%) have a path to its tier zero; ${answer.count} principals in all.`,
-    ),
+    el("p", { class: "exposure-summary" }, `${share}; ${answer.count} principals in all.`),
     table(
       [
         ["Principal", (row) => entityLink(row.objectID, row.kinds, row.name)],
@@ -131,7 +147,7 @@ export async function showPaths(page, rest, current) {
     exposure,
   );
   const waits = [];
-  if (start && end) waits.push(drawPaths(output, start, end, current));
+  if (start && end) waits.push(drawPaths(output, start, end, current, [from, to]));
   if (domains.length) waits.push(showExposure(exposure, domain.value));
   await Promise.all(waits);
 }

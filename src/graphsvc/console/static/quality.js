@@ -106,10 +106,11 @@ export async function showQuality(page, rest, current) {
   ]);
   if (!current()) return;
   const sources = sourcesOf(environments, extensions);
-  const asked = rest.length >= 2 ? `${rest[0]}/${encodeURIComponent(rest.slice(1).join("/"))}` : null;
+  // #/quality/<kind|domain|tenant>/<id>[/<days>]
+  const asked = rest.length >= 2 ? `${rest[0]}/${encodeURIComponent(rest[1])}` : null;
   const known = asked === null || sources.some((each) => each.key === asked);
   const chosen = known && asked !== null ? asked : sources[0]?.key;
-  const days = new URLSearchParams(window.location.search).get("days") || "30";
+  const days = WINDOWS.some(([value]) => value === rest[2]) ? rest[2] : "30";
   const source = el(
     "select",
     { id: "quality-source", "aria-label": "environment" },
@@ -125,12 +126,15 @@ export async function showQuality(page, rest, current) {
   const output = el("div", { id: "quality-output" });
   page.append(
     el("h1", {}, "Data quality"),
-    known ? null : notice("No environment by that id has data: showing the first one.", "note"),
+    ...(known ? [] : [notice("No environment by that id has data: showing the first one.", "note")]),
     el("div", { class: "controls" }, el("label", {}, "Statistics of ", source), el("label", {}, " over the ", span), el("label", {}, " or from ", from), el("label", {}, " until ", until)),
     output,
   );
   source.addEventListener("change", () => {
-    window.location.hash = `#/quality/${source.value}`;
+    window.location.hash = `#/quality/${source.value}/${span.value}`;
+  });
+  span.addEventListener("change", () => {
+    window.location.hash = `#/quality/${source.value}/${span.value}`;
   });
 
   async function draw() {
@@ -150,22 +154,22 @@ export async function showQuality(page, rest, current) {
     if (!current()) return;
     const series = seriesOf(kind, rows);
     output.replaceChildren(
-      el("p", { class: "muted" }, `${rows.length} samples from ${formatTime(window_.start)} to ${formatTime(window_.end)}`),
+      el("p", { class: "muted" }, `${rows.length} sample${rows.length === 1 ? "" : "s"} from ${formatTime(window_.start)} to ${formatTime(window_.end)}`),
       ...groupsOf(kind, series).map(([title, members]) => {
-        const chart = lineChart(members, `${title} over time`);
+        const chart = lineChart(members, `${title} over time`, [start.getTime(), end.getTime()]);
         return el(
           "figure",
           { class: "chart-box" },
           el("figcaption", {}, title),
           chart || el("p", {}, "No samples in this window."),
-          el("ul", { class: "legend" }, members.map((each, index) => el("li", { class: `series-${index % SERIES_CLASSES}` }, each.name))),
+          el("ul", { class: "legend" }, members.map((each, index) => el("li", { class: `series-${index % SERIES_CLASSES}` }, each.name.replace(/_/g, " ")))),
         );
       }),
       rows.length ? el("div", { class: "scroll" }, rowsTable(kind, rows)) : el("p", {}, "No samples in this window."),
     );
   }
   const redraw = () => draw().catch((error) => output.replaceChildren(el("p", { class: "notice error", role: "alert" }, error.message)));
-  for (const control of [span, from, until]) control.addEventListener("change", redraw);
+  for (const control of [from, until]) control.addEventListener("change", redraw);
   if (sources.length) await draw();
   else output.append(el("p", {}, "No environment has data yet."));
 }

@@ -101,6 +101,11 @@ export async function showUploads(page, _rest, current) {
   const jobs = el("div", {});
   const start = async (files) => {
     if (!files.length) return;
+    const refused = [...files].filter((file) => !/\.(json|zip)$/i.test(file.name));
+    if (refused.length) {
+      progress.replaceChildren(notice(`Not a collector file (JSON or zip): ${refused.map((file) => file.name).join(", ")}. Nothing was sent.`));
+      return;
+    }
     try {
       await send([...files], progress, current);
     } catch (error) {
