@@ -1,8 +1,10 @@
 // Interactive API reference for graphsvc, served at /api/v2/docs.
 //
 // The OpenAPI document and every API response are data, never markup: they reach the page
-// only as text nodes (el() below) or as values of harmless attributes. Nothing here uses
+// only as text nodes (el() of dom.js) or as values of harmless attributes. Nothing here uses
 // innerHTML, and the page's Content-Security-Policy forbids inline script and style anyway.
+
+import { append, el } from './dom.js';
 
 const SPEC_URL = '/api/v2/spec/openapi.json';
 const TOKEN_KEY = 'graphsvc.session'; // set by the web console (/ui/) in this tab's sessionStorage
@@ -16,34 +18,6 @@ const MAX_BODY_CHARS = 400000; // a larger answer is cut, so the page stays resp
 let spec = null; // the loaded document, for resolving $ref
 
 // ---------------------------------------------------------------------------- DOM helpers
-
-/** Make an element. Strings and numbers among the children become text nodes; an `on…`
- *  attribute must be a function and becomes an event listener. */
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value == null || value === false) continue;
-    if (key.startsWith('on')) {
-      if (typeof value === 'function') node.addEventListener(key.slice(2), value);
-    } else if (key === 'class') {
-      node.className = value;
-    } else {
-      node.setAttribute(key, value === true ? '' : String(value));
-    }
-  }
-  append(node, children);
-  return node;
-}
-
-function append(node, children) {
-  for (const child of children) {
-    if (child == null || child === false) continue;
-    if (Array.isArray(child)) append(node, child);
-    else if (child instanceof Node) node.appendChild(child);
-    else node.appendChild(document.createTextNode(String(child)));
-  }
-  return node;
-}
 
 /** Text with `backticks` shown as code and blank lines as paragraph breaks: the only
  *  markup of the document's descriptions worth honouring, and safe to build as nodes. */

@@ -26,6 +26,11 @@ export function el(tag, attrs, ...children) {
   return fill(document.createElement(tag), attrs, children);
 }
 
+/** Children added to a node as `el` adds them (strings as text; null and false skipped). */
+export function append(node, children) {
+  return fill(node, {}, [children]);
+}
+
 /** An SVG element, the same way. */
 export function svg(tag, attrs, ...children) {
   return fill(document.createElementNS(SVG_NS, tag), attrs, children);
