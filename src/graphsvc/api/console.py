@@ -4,13 +4,13 @@ scripts read the API as the signed-in user), or a 404 when GRAPHSVC_CONSOLE=off.
 
 from __future__ import annotations
 
+from graphsvc.api.answers import matches_none
 from graphsvc.api.context import Context
 from graphsvc.api.web import Request, Response
-from graphsvc.console.assets import ASSET_HEADERS, PAGE_HEADERS, ConsoleFiles
+from graphsvc.console.assets import ASSET_HEADERS, HTML, PAGE_HEADERS, ConsoleFiles
 from graphsvc.errors import ApiError
 
 CONSOLE_PATH = "/ui/"
-HTML = b"text/html; charset=utf-8"
 
 
 def console_files(ctx: Context) -> ConsoleFiles:
@@ -23,10 +23,9 @@ def serve_page(files: ConsoleFiles, name: str, request: Request) -> Response:
     """A page, or a 304 when the browser holds this release's: pages are revalidated on each
     visit, so a new release's assets are found at once."""
     headers = {**PAGE_HEADERS, "ETag": files.etag}
-    if files.etag in request.headers.get("if-none-match", ""):
+    if matches_none(request.headers.get("if-none-match"), files.etag):
         return Response(304, b"", headers)
-    page = files.pages[name]
-    return Response(200, page.body, headers, page.media_type)
+    return Response(200, files.pages[name], headers, HTML)
 
 
 async def serve_console(ctx: Context, request: Request) -> Response:

@@ -66,6 +66,7 @@ from graphsvc.api.probes import (
     serve_metrics,
     serve_openapi,
 )
+from graphsvc.console import assets as console_assets
 from graphsvc.graph import clients, data_quality, extensions, nodes, paths
 from graphsvc.graph.entities import (
     ENTITY_KINDS,
@@ -83,7 +84,7 @@ from graphsvc.uploads import jobs
 
 log = logging.getLogger("graphsvc")
 V2 = "/api/v2"
-HTML = "text/html; charset=utf-8"
+HTML = console_assets.HTML.decode()
 # The errors every operation documents; 503: every database connection stayed in use for
 # the acquire timeout, or (a write) a SQLite store stayed busy with another write.
 ERRORS = ("400", "401", "403", "404", "405", "408", "413", "429", "500", "503")

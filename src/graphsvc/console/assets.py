@@ -10,16 +10,17 @@ answers a browser keeps no longer than that.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from importlib import resources
 
 ASSETS_MARK = b"{{ASSETS}}"  # where a page names its assets' folder
 PAGES = ("index.html", "docs.html")
+HTML = b"text/html; charset=utf-8"
 MEDIA_TYPES = {
     ".js": b"text/javascript; charset=utf-8",
     ".css": b"text/css; charset=utf-8",
-    ".svg": b"image/svg+xml",
-    ".html": b"text/html; charset=utf-8",
+    ".html": HTML,
 }
 # Nothing but the console's own files: no inline script or style, no other origin. A value
 # from collector data that reached the page as markup could not run.
@@ -50,7 +51,7 @@ class Asset:
 @dataclass(frozen=True)
 class ConsoleFiles:
     version: str  # of every file: part of each asset's address
-    pages: dict[str, Asset]  # by file name, their assets' addresses written in
+    pages: dict[str, bytes]  # HTML by file name, their assets' addresses written in
     assets: dict[str, Asset]  # scripts and styles by file name
 
     @property
@@ -64,24 +65,17 @@ def load_console_files() -> ConsoleFiles:
     raw = {
         entry.name: entry.read_bytes()
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
-        if entry.is_file() and suffix_of(entry.name) in MEDIA_TYPES
+        if entry.is_file() and os.path.splitext(entry.name)[1] in MEDIA_TYPES
     }
     digest = hashlib.blake2b(digest_size=8)
     for name, body in raw.items():
         digest.update(name.encode() + b"\0" + body + b"\0")
     version = digest.hexdigest()
     folder_address = f"/ui/{version}/assets".encode()
-    pages = {
-        name: Asset(raw[name].replace(ASSETS_MARK, folder_address), MEDIA_TYPES[".html"])
-        for name in PAGES
-    }
+    pages = {name: raw[name].replace(ASSETS_MARK, folder_address) for name in PAGES}
     assets = {
-        name: Asset(body, MEDIA_TYPES[suffix_of(name)])
+        name: Asset(body, MEDIA_TYPES[os.path.splitext(name)[1]])
         for name, body in raw.items()
         if name not in PAGES
     }
     return ConsoleFiles(version, pages, assets)
-
-
-def suffix_of(name: str) -> str:
-    return name[name.rfind(".") :] if "." in name else ""

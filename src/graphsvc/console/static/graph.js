@@ -22,7 +22,8 @@ function shorten(name, length = 28) {
 
 /**
  * graph: the shortest-path answer's data ({nodes: {id: {label, kind, kinds, objectId}},
- * edges: [{source, target, kind}]}); start: the start's node id.
+ * edges: [{source, target, kind}]}); start: the start's node id; column: its distances, if
+ * already worked out.
  */
 /** Each node's distance from the start over the answer's edges: its column. */
 export function distances(graph, start) {
@@ -43,9 +44,8 @@ export function distances(graph, start) {
   return column;
 }
 
-export function pathGraph(graph, start) {
+export function pathGraph(graph, start, column = distances(graph, start)) {
   const ids = Object.keys(graph.nodes);
-  const column = distances(graph, start);
   const columns = [];
   for (const id of ids) {
     const at = column.has(id) ? column.get(id) : 0;

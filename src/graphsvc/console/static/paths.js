@@ -85,7 +85,7 @@ async function drawPaths(output, start, end, current, pickers) {
   const drawn = nodes <= MOST_DRAWN;
   output.replaceChildren(
     drawn
-      ? el("figure", { class: "graph-box" }, pathGraph(graph, startId))
+      ? el("figure", { class: "graph-box" }, pathGraph(graph, startId, column))
       : notice(`${nodes} nodes on ${graph.edges.length} edges: too many to draw; ${graph.edges.length > LISTED_EDGES ? `the first ${LISTED_EDGES} edges are` : "the edges are"} listed.`, "note"),
     table(
       [
