@@ -39,7 +39,7 @@ from typing import Any
 
 import asyncpg  # noqa: F401  (checks the driver is there before anything starts)
 
-from graphsvc.crypto import request_date, sign_request
+from graphsvc.signatures import request_date, sign_request
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"

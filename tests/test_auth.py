@@ -21,8 +21,8 @@ from graphsvc.accounts import tokens
 from graphsvc.api.app import create_app
 from graphsvc.api.auth import Authenticator, Identity, TokenRefused
 from graphsvc.api.web import Request
-from graphsvc.crypto import sign_request
 from graphsvc.errors import ApiError
+from graphsvc.signatures import sign_request
 from graphsvc.store.db import Connection
 from tests.conftest import Env, make_settings, signed_headers
 

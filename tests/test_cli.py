@@ -208,6 +208,19 @@ def test_saml_create(cli: Callable[..., Result]) -> None:
     assert provider["sp_acs_uri"] == "https://graph.example.com/api/v2/sso/okta/callback"
 
 
+def test_saml_create_names_the_server_the_client_commands_use(cli: Callable[..., Result]) -> None:
+    """Without GRAPHSVC_PUBLIC_URL, the URIs printed are those of GRAPHSVC_URL (the server
+    `get` and `examples` are pointed at), not a fixed port."""
+    provider = ok_json(
+        cli(
+            *("saml", "create", "--name", "ping", "--display-name", "Ping"),
+            *("--idp-issuer-uri", "http://ping/x", "--idp-sso-uri", "https://ping/sso", "--json"),
+            extra={"GRAPHSVC_URL": "http://127.0.0.1:8123"},
+        )
+    )
+    assert provider["sp_acs_uri"] == "http://127.0.0.1:8123/api/v2/sso/ping/callback"
+
+
 def test_client_create_and_edition(cli: Callable[..., Result], make_env) -> None:  # type: ignore[no-untyped-def]
     created = ok_json(
         cli(
@@ -587,11 +600,13 @@ def test_a_missing_postgresql_database_is_created_or_its_command_named(tmp_path:
 def test_sign_imports_neither_the_store_nor_the_server() -> None:
     """`graphsvc sign` runs once per request in the README's examples: it loads what signing
     needs, not the database drivers, migrations, ingest or server (0.87 s a call with
-    them, 0.30 s without, measured on this project's machine)."""
+    them, 0.30 s without), nor the settings, asyncio, JWT, argon2 or Fernet (0.20 s a call
+    with them, 0.04 s without; measured on this project's machine)."""
     code = (
         "import sys; from graphsvc.cli import main; main(['sign', 'GET', '/api/v2/self']); "
         "heavy = ('sqlalchemy', 'alembic', 'asyncpg', 'uvicorn', 'numpy', 'graphsvc.store.db', "
-        "'graphsvc.ingest', 'graphsvc.api.app'); "
+        "'graphsvc.ingest', 'graphsvc.api.app', 'pydantic', 'asyncio', 'jwt', 'argon2', "
+        "'cryptography', 'graphsvc.settings', 'graphsvc.crypto'); "
         "print('loaded:', sorted(m for m in heavy if m in sys.modules))"
     )
     done = subprocess.run(

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from graphsvc.accounts import tokens
-from graphsvc.crypto import body_signer, encode_signature, request_date
 from graphsvc.settings import Settings
+from graphsvc.signatures import body_signer, encode_signature, request_date
 from tests.conftest import (
     FIXTURES,
     free_port,

@@ -24,7 +24,8 @@ import pytest
 
 from bench.shapes import LargeDomain
 from graphsvc.accounts import tokens, users
-from graphsvc.crypto import KeyBox, body_signer, encode_signature
+from graphsvc.crypto import KeyBox
+from graphsvc.signatures import body_signer, encode_signature
 from graphsvc.store.db import Connection, run_in_transaction
 from tests.conftest import (
     FIXTURES,
@@ -334,6 +335,32 @@ def test_the_upload_command_stopped_by_sigterm_cancels_its_job(
     assert "file-upload job 1 canceled" in stderr and "graphsvc: error: interrupted" in stderr
     assert "Traceback" not in stderr
     assert fetch(database_url, "SELECT status FROM file_upload_jobs") == [(3,)]
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_upload_command_stopped_while_waiting_says_the_job_goes_on(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Once a job is sent whole it can no longer be canceled: a stop while `--wait` follows
+    it ends the waiting, says so and how to follow the job, and leaves the job queued. (The
+    server ingests nothing here, so the job is still queued when the signal comes.)"""
+    token = create_uploader(database_url)
+    with served(server_environment(database_url, tmp_path, ingester="false")) as (base, _):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graphsvc", "upload", "--wait", "--url", base, str(V6)],
+            env={**os.environ, "GRAPHSVC_TOKEN_ID": token.id, "GRAPHSVC_TOKEN_KEY": token.key},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stderr is not None
+        while "is queued" not in (line := process.stderr.readline()):
+            assert line, "the command ended before its job was queued"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "stopped waiting; file-upload job 1 was sent whole and will still be ingested" in stderr
+    assert "canceled" not in stderr and "Traceback" not in stderr
+    assert fetch(database_url, "SELECT status FROM file_upload_jobs") == [(6,)]
 
 
 def upload_to_a_listener(*paths: Path) -> tuple[subprocess.CompletedProcess[str], list[bytes]]:

@@ -1,13 +1,11 @@
-"""Secrets: the request-signature HMAC chain, token keys at rest, password digests, JWTs."""
+"""Secrets: token keys and their encryption at rest, password digests, JWTs. The request
+signature's HMAC chain is in `graphsvc.signatures`."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import re
 import secrets
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache, lru_cache
 
 import jwt
@@ -15,37 +13,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from cryptography.fernet import Fernet, InvalidToken
 
-HMAC_METHOD = "hmac-sha2-256"
 UUID_FORM = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")  # as uuid4() writes it
-
-
-def body_key(key: str, method: str, uri: str, request_date: str) -> bytes:
-    """The spec's three-step chain up to its last step (method+URI, then the date cut to the
-    hour): the key the body is signed with."""
-    operation_key = hmac.digest(key.encode(), (method + uri).encode(), "sha256")
-    return hmac.digest(operation_key, request_date[:13].encode(), "sha256")
-
-
-def body_signer(key: str, method: str, uri: str, request_date: str) -> hmac.HMAC:
-    """The chain's last step, to be fed the body, which may arrive in pieces."""
-    return hmac.new(body_key(key, method, uri, request_date), None, hashlib.sha256)
-
-
-def encode_signature(digest: bytes) -> str:
-    return base64.b64encode(digest).decode()
-
-
-def request_date() -> str:
-    """A RequestDate for a request signed now: UTC, to the second."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def sign_request(key: str, method: str, uri: str, request_date: str, body: bytes) -> str:
-    return encode_signature(hmac.digest(body_key(key, method, uri, request_date), body, "sha256"))
-
-
-def signatures_match(expected: str, sent: str) -> bool:
-    return hmac.compare_digest(expected.encode(), sent.encode())
 
 
 def new_token_key() -> str:

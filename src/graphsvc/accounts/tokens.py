@@ -20,9 +20,10 @@ from graphsvc.accounts.permissions import (
     confirm_caller,
 )
 from graphsvc.accounts.users import validate_name
-from graphsvc.crypto import HMAC_METHOD, KeyBox, new_token_key
+from graphsvc.crypto import KeyBox, new_token_key
 from graphsvc.errors import bad_request, forbidden, not_found
 from graphsvc.logs import audit
+from graphsvc.signatures import HMAC_METHOD
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
 from graphsvc.store.filters import Filter

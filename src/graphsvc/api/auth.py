@@ -14,9 +14,10 @@ import jwt
 
 from graphsvc.api.params import UUID_TEXT, rfc3339, rfc3339_offset
 from graphsvc.api.web import Request
-from graphsvc.crypto import KeyBox, body_key, decode_jwt, encode_signature, signatures_match
+from graphsvc.crypto import KeyBox, decode_jwt
 from graphsvc.errors import ApiError, forbidden, unauthorized
 from graphsvc.settings import Settings
+from graphsvc.signatures import body_key, encode_signature, signatures_match
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
 

@@ -294,7 +294,9 @@ def saml_create(
 ) -> None:
     """Register a SAML identity provider."""
     settings = load_settings()
-    base = settings.public_url or "http://127.0.0.1:8000"
+    # The sp_* URIs the server would answer with: its public URL, else the one the client
+    # commands are pointed at.
+    base = settings.public_url or os.environ.get("GRAPHSVC_URL", "http://127.0.0.1:8000")
 
     async def work(conn: database.Connection) -> Any:
         provider_id = await create_saml_provider(

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from graphsvc.cli.common import fail, read_token_key, token_key_options
-from graphsvc.crypto import request_date, sign_request
+from graphsvc.signatures import request_date, sign_request
 
 
 def demo_uris(demo: dict[str, Any]) -> list[str]:

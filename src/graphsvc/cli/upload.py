@@ -19,8 +19,9 @@ from urllib.parse import quote, urlsplit
 import click
 
 from graphsvc.cli.common import fail, read_token_key, token_key_options
-from graphsvc.crypto import body_signer, encode_signature, request_date, sign_request
 from graphsvc.ingest.sources import BOM, ZIP_MAGIC, collector_files
+from graphsvc.signals import EXIT_INTERRUPTED
+from graphsvc.signatures import body_signer, encode_signature, request_date, sign_request
 from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 
 CHUNK = 1024 * 1024
@@ -251,6 +252,17 @@ def cancel_job(server: Server, job_id: int) -> None:
         click.echo(f"file-upload job {job_id} canceled", err=True)
 
 
+def wait_for_job(server: Server, job_id: int) -> Any:
+    """The job, once it has ended one way or another."""
+    while True:
+        page = server.call("GET", f"/api/v2/file-upload?id={job_id}")["data"]
+        if not page:
+            fail(f"file-upload job {job_id} is not listed any more")
+        if page[0]["status"] in FINISHED:
+            return page[0]
+        time.sleep(1)
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -279,6 +291,7 @@ def upload(
     job = server.call("POST", "/api/v2/file-upload/start")["data"]
     job_id = job["id"]
     total = sum(f.stat().st_size for f in files)
+    ended = False
     try:
         # Said inside: a SIGTERM sent on reading it must still cancel the job.
         click.echo(f"file-upload job {job_id} started", err=True)
@@ -288,26 +301,28 @@ def upload(
             for file in files:
                 server.send_file(f"/api/v2/file-upload/{job_id}", file, bar.update)
         server.call("POST", f"/api/v2/file-upload/{job_id}/end")
-    except BaseException:
-        # Interrupted (Ctrl-C) or refused: the job would otherwise wait, Running, for the
-        # server's job timeout.
-        cancel_job(server, job_id)
+        ended = True
+        plural = "" if len(files) == 1 else "s"
+        click.echo(
+            f"sent {len(files)} file{plural} ({total:,} bytes); job {job_id} is queued", err=True
+        )
+        if not wait:
+            click.echo(json.dumps({"id": job_id, "status": 6}))
+            return
+        job = wait_for_job(server, job_id)
+    except BaseException as exc:
+        if not ended:
+            # Interrupted (Ctrl-C) or refused: the job would otherwise wait, Running, for the
+            # server's job timeout.
+            cancel_job(server, job_id)
+        elif isinstance(exc, KeyboardInterrupt):
+            # Sent whole, the job is the server's now (only a Running job can be canceled).
+            fail(
+                f"interrupted: stopped waiting; file-upload job {job_id} was sent whole and "
+                f"will still be ingested (GET /api/v2/file-upload?id={job_id} shows how it ends)",
+                EXIT_INTERRUPTED,
+            )
         raise
-    plural = "" if len(files) == 1 else "s"
-    click.echo(
-        f"sent {len(files)} file{plural} ({total:,} bytes); job {job_id} is queued", err=True
-    )
-    if not wait:
-        click.echo(json.dumps({"id": job_id, "status": 6}))
-        return
-    while True:
-        page = server.call("GET", f"/api/v2/file-upload?id={job_id}")["data"]
-        if not page:
-            fail(f"file-upload job {job_id} is not listed any more")
-        job = page[0]
-        if job["status"] in FINISHED:
-            break
-        time.sleep(1)
     click.echo(
         json.dumps(
             {
