@@ -253,29 +253,32 @@ def signed(token_id: str, token_key: str, uri: str) -> dict[str, str]:
 
 def signed_get(
     port: int, demo: dict[str, Any], target: str, headers: dict[str, str] | None = None
-) -> tuple[int, bytes, str | None]:
-    """GET `target` signed with the demo's token: status, body and ETag."""
+) -> tuple[int, bytes, list[tuple[str, str]]]:
+    """GET `target` signed with the demo's token: status, body and headers."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         sent = {**signed(demo["token_id"], demo["token_key"], target), **(headers or {})}
         connection.request("GET", target, headers=sent)
         response = connection.getresponse()
-        return response.status, response.read(), response.headers["ETag"]
+        return response.status, response.read(), response.getheaders()
     finally:
         connection.close()
 
 
 def record_answers(
     port: int, demo: dict[str, Any], targets: list[str]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """graphsvc's answer to each target, for the static ceiling to send back, and its ETag,
-    for the 304 runs."""
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """graphsvc's answer to each target, for the static ceiling to send back (its body and
+    headers, but for the two uvicorn adds to every answer), and its ETag, for the 304 runs."""
     answers, etags = {}, {}
     for target in targets:
-        status, body, etag = signed_get(port, demo, target)
+        status, body, headers = signed_get(port, demo, target)
+        etag = dict((name.lower(), value) for name, value in headers).get("etag")
         if status != 200 or etag is None:
             raise SystemExit(f"GET {target}: {status} {body[:300]!r}")
-        answers[target], etags[target] = body.decode(), etag
+        kept = [(n.lower(), v) for n, v in headers if n.lower() not in ("date", "server")]
+        answers[target] = {"body": body.decode(), "headers": kept}
+        etags[target] = etag
     return answers, etags
 
 
