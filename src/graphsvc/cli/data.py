@@ -60,6 +60,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
     """Load collector output as one run: SharpHound and AzureHound JSON, OpenGraph JSON,
     SharpHound zips, and folders of these."""
     from graphsvc.ingest import ingest_files
+    from graphsvc.ingest.run import cyclic_collector_paused
     from graphsvc.ingest.sources import Archives, IngestLimits, expand
 
     settings = load_settings()
@@ -71,9 +72,10 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
         fail(str(exc))
     progress = IngestProgress(total)
     try:
-        result = run_in_transaction(
-            settings, lambda conn: ingest_files(conn, paths, progress, limits=limits)
-        )
+        with cyclic_collector_paused():
+            result = run_in_transaction(
+                settings, lambda conn: ingest_files(conn, paths, progress, limits=limits)
+            )
     finally:
         progress.close()
     environments = [

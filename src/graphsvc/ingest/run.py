@@ -97,14 +97,15 @@ async def ingest_source(source: Source, writer: GraphWriter, progress: Progress 
 
 @contextlib.contextmanager
 def cyclic_collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a run is read and written.
+    """Python's cyclic garbage collector paused, for `graphsvc ingest`.
 
     Parsing allocates millions of containers, and each allocation count past a threshold
-    ran a collection over every object alive, the run's own pending batches included: on a
-    96 MB collection (SQLite), 9.4 s with the collector and 7.4 s without, peak memory 88.8
-    and 92.8 MB. Parsed JSON holds no cycles; the whole run left 15,567 objects for the
-    collector, collected once it runs again. In `graphsvc serve`, requests answered during
-    an ingest leave their cyclic garbage until it ends."""
+    ran a collection over every object alive, the run's pending batches included: on a 96
+    MB collection (SQLite), 9.4 s with the collector and 7.4 s without, peak memory 88.8 and
+    92.8 MB. Parsed JSON holds no cycles; the whole run left 15,567 objects for the
+    collector, collected once it runs again. Not for `serve`'s ingester: requests answered
+    meanwhile would keep their cyclic garbage (an error answer's exception and frame, for
+    one) for as long as the ingest lasts."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -128,7 +129,7 @@ async def ingest_files(
     started = time.monotonic()
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     writer = GraphWriter(conn, run_id, now)
-    with Archives() as archives, cyclic_collector_paused():
+    with Archives() as archives:
         sources = expand(list(paths), archives, root, limits)
         for source in sources:
             writer.source = source.label
