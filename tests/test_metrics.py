@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import cast
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from graphsvc.accounts import tokens
+from graphsvc.api.answers import AnswerCache
+from graphsvc.api.metrics import Metrics
+from graphsvc.store.db import Database
 from tests.conftest import Env
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -87,3 +92,33 @@ def test_a_metrics_token_of_any_bytes_is_refused_as_wrong(make_env: Callable[...
         "GET", "/metrics", {"Authorization": "Bearer scrape-token-0123456789-é".encode()}
     )
     assert right.status_code == 200
+
+
+class IdleStore:
+    """What Metrics reads of a store: its connections in use."""
+
+    def connections_in_use(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("counting", [True, False])
+def test_requests_are_counted_only_when_the_metrics_can_be_read(counting: bool) -> None:
+    """With GRAPHSVC_METRICS=off nothing reads the counts, so answering does not count (the
+    counter and histogram locks were 2% of an answer from memory)."""
+    metrics = Metrics(cast(Database, IdleStore()), None, AnswerCache(1024), counting)
+    metrics.observe("GetSAMLProvider", 200, 0.002, None)
+    metrics.observe("GetSAMLProvider", 401, 0.001, "signature_or_unknown_token")
+    metrics.count_answer_lookup(hit=True)
+    found = samples(metrics.exposition().decode())
+    names = (
+        "graphsvc_requests_total",
+        "graphsvc_auth_failures_total",
+        "graphsvc_answer_cache_lookups_total",
+    )
+    counted = {name: sum(v for (n, _), v in found.items() if n == name) for name in names}
+    expected = {
+        "graphsvc_requests_total": 2.0,
+        "graphsvc_auth_failures_total": 1.0,
+        "graphsvc_answer_cache_lookups_total": 1.0,
+    }
+    assert counted == (expected if counting else dict.fromkeys(names, 0.0))

@@ -120,7 +120,7 @@ class App:
         )
         self.answers = AnswerCache(settings.answer_cache_bytes)
         self.etag_salt = etag_salt(settings.edition)
-        self.metrics = Metrics(self.db, self.limiter, self.answers)
+        self.metrics = Metrics(self.db, self.limiter, self.answers, settings.metrics != "off")
         self.ingester: JobIngester | None = None  # started with the app, when configured
         self.touches: dict[str, datetime] = {}  # token id -> last access not yet written
         self.touching: asyncio.Task[None] | None = None  # the writer of `touches`
@@ -424,14 +424,14 @@ class App:
             headers["ETag"] = kept.etag
             if matches_none(if_none_match, kept.etag):
                 return Response(304, b"", headers)
-            self.metrics.answer_hits.inc()
+            self.metrics.count_answer_lookup(hit=True)
             return Response(op.status, kept.body, headers)
         headers["ETag"] = etag = version_etag(version, key, self.etag_salt)
         # A tag of this version names an answer that was made (here or by another replica):
         # 304 at once. `*` names any answer, so the operation runs first (it may fail).
         if matches_none(if_none_match, etag) and not names_any(if_none_match):
             return Response(304, b"", headers)
-        self.metrics.answer_misses.inc()
+        self.metrics.count_answer_lookup(hit=False)
         body = encode(await self.run_operation(op, conn, request, arguments, None))
         self.answers.put(version, key, Answer(etag, body))
         if names_any(if_none_match):
