@@ -134,7 +134,7 @@ async def ingest_files(
         for source in sources:
             writer.source = source.label
             await ingest_source(source, writer, progress(source) if progress else None)
-        await writer.finish()
+    await writer.finish()
     await tier_zero.mark_tier_zero(conn)
     nodes, edges = await graph.count_run(conn, run_id)
     labels = [s.label for s in sources]
