@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sqlite3
@@ -18,7 +19,10 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner, Result
 
+import graphsvc.ingest
 from graphsvc.cli import main
+from graphsvc.ingest.records import IngestError
+from graphsvc.ingest.run import cyclic_collector_paused, ingest_files
 from graphsvc.store import db, graph
 from tests.conftest import (
     FIXTURES,
@@ -618,3 +622,48 @@ def test_sign_imports_neither_the_store_nor_the_server() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "svcsignature" in done.stdout and "loaded: []" in done.stdout, done.stdout
+
+
+def test_the_ingest_command_pauses_the_cyclic_collector_and_serve_does_not(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`graphsvc ingest` runs with Python's cyclic garbage collector paused (bench/README:
+    a fifth of a run's time) and turns it back on after; `ingest_files` alone, as the
+    server's ingester calls it, leaves it on (requests answered meanwhile need it)."""
+    seen: list[bool] = []
+
+    def progress(source: object) -> Callable[[int], None]:
+        return lambda _: seen.append(gc.isenabled())
+
+    sample = FIXTURES / "bloodhound-docs" / "ad_sampledata.zip"
+    env.run_in_transaction(lambda conn: ingest_files(conn, [sample], progress=progress))
+    assert seen and all(seen)
+
+    during: list[bool] = []
+
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        during.append(gc.isenabled())
+        return await ingest_files(*args, **kwargs)
+
+    monkeypatch.setattr(graphsvc.ingest, "ingest_files", watched)
+    environment = {
+        "GRAPHSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
+        "GRAPHSVC_DATA_DIR": str(tmp_path),
+    }
+    done = CliRunner().invoke(main, ["ingest", str(sample)], env=environment)
+    assert done.exit_code == 0, done.output
+    assert during == [False] and gc.isenabled()
+
+
+def test_the_collector_comes_back_after_a_failure_and_only_if_it_was_on() -> None:
+    with pytest.raises(IngestError), cyclic_collector_paused():
+        assert not gc.isenabled()
+        raise IngestError("users.json", "bad")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -3,22 +3,15 @@ the file and element named and nothing written: deep nesting, huge values, huge 
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-import graphsvc.ingest
-from graphsvc.cli import main
 from graphsvc.ingest.records import IngestError
-from graphsvc.ingest.run import cyclic_collector_paused, ingest_files
 from graphsvc.ingest.survey import MAX_DEPTH, MAX_RECORD_BYTES, MAX_VALUE_BYTES
 from graphsvc.store import graph
 from tests.conftest import FIXTURES, Env, ingest, server_environment
@@ -108,48 +101,3 @@ def test_a_hostile_file_is_refused_within_bounded_memory(database_url: str, tmp_
     errors = [line for line in stderr.splitlines() if line.startswith("graphsvc: error:")]
     assert len(errors) == 1 and "nested deeper" in errors[0] and "Traceback" not in stderr
     assert usage.ru_maxrss < 300 * 1024, f"peak {usage.ru_maxrss} KiB"
-
-
-def test_the_ingest_command_pauses_the_cyclic_collector_and_serve_does_not(
-    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`graphsvc ingest` runs with Python's cyclic garbage collector paused (bench/README:
-    a fifth of a run's time) and turns it back on after; `ingest_files` alone, as the
-    server's ingester calls it, leaves it on (requests answered meanwhile need it)."""
-    seen: list[bool] = []
-
-    def progress(source: object) -> Callable[[int], None]:
-        return lambda _: seen.append(gc.isenabled())
-
-    sample = FIXTURES / "bloodhound-docs" / "ad_sampledata.zip"
-    env.run_in_transaction(lambda conn: ingest_files(conn, [sample], progress=progress))
-    assert seen and all(seen)
-
-    during: list[bool] = []
-
-    async def watched(*args: Any, **kwargs: Any) -> Any:
-        during.append(gc.isenabled())
-        return await ingest_files(*args, **kwargs)
-
-    monkeypatch.setattr(graphsvc.ingest, "ingest_files", watched)
-    environment = {
-        "GRAPHSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
-        "GRAPHSVC_DATA_DIR": str(tmp_path),
-    }
-    done = CliRunner().invoke(main, ["ingest", str(sample)], env=environment)
-    assert done.exit_code == 0, done.output
-    assert during == [False] and gc.isenabled()
-
-
-def test_the_collector_comes_back_after_a_failure_and_only_if_it_was_on() -> None:
-    with pytest.raises(IngestError), cyclic_collector_paused():
-        assert not gc.isenabled()
-        raise IngestError("users.json", "bad")
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with cyclic_collector_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
