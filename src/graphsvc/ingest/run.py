@@ -23,7 +23,7 @@ import ijson
 from graphsvc.ingest import azurehound, opengraph, sharphound, statistics
 from graphsvc.ingest.records import IngestError, lower_keys
 from graphsvc.ingest.sources import NO_LIMITS, Archives, IngestLimits, Progress, Source, expand
-from graphsvc.ingest.survey import survey
+from graphsvc.ingest.survey import survey_source
 from graphsvc.ingest.writer import GraphWriter
 from graphsvc.store import graph, tier_zero
 from graphsvc.store.db import Connection
@@ -68,11 +68,10 @@ def json_error(exc: Exception) -> str:
 
 async def ingest_source(source: Source, writer: GraphWriter, progress: Progress | None) -> None:
     """Store one document, of whichever format it is."""
-    with source.open() as stream:
-        try:
-            found = survey(stream, source.label)
-        except ijson.JSONError as exc:
-            raise IngestError(source.label, f"not valid JSON ({json_error(exc)})") from None
+    try:
+        found = survey_source(source.open, source.label)
+    except ijson.JSONError as exc:
+        raise IngestError(source.label, f"not valid JSON ({json_error(exc)})") from None
     read = reader(source, progress)
     if found is None:
         await opengraph.ingest(read, source.label, writer)

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from graphsvc.store.db import (
     Connection,
     Row,
+    encode_json,
     in_list,
     json_property_equals,
     json_value_param,
@@ -123,8 +124,8 @@ async def upsert_nodes(
                 n.object_id,
                 n.name,
                 n.kinds[0] if n.kinds else "Entity",
-                json.dumps(n.kinds),
-                json.dumps(n.properties),
+                encode_json(n.kinds),
+                encode_json(n.properties),
                 n.environment_id,
             )
             for n in nodes
@@ -210,7 +211,7 @@ async def upsert_edges(
     for start, end, kind, properties, environment in edges:
         text = encoded.get(id(properties)) if properties else "{}"
         if text is None:
-            text = encoded[id(properties)] = json.dumps(properties)
+            text = encoded[id(properties)] = encode_json(properties)
         values.append((start, end, kind_ids[kind], text, environment))
     rows, params = rows_source(conn.dialect, ("bigint", "bigint", "int", "text", "text"), values, 3)
     await conn.execute(
