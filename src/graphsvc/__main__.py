@@ -1,5 +1,6 @@
 """The `graphsvc` program (`graphsvc ...` and `python -m graphsvc ...`)."""
 
+import os
 import signal
 import sys
 
@@ -15,7 +16,13 @@ def run() -> None:
     command has said how it ended, a signal would only kill the interpreter as it exits
     (its default handlers are back by then) with a status that contradicts it: seen in 2 of
     20 ingests stopped near their end. (Only here, not in `cli.main`: a blocked mask is
-    inherited, and tests run `main` in the process that starts their servers.)"""
+    inherited, and tests run `main` in the process that starts their servers.)
+
+    Blocking holds only if no other thread is left to take the signal: numpy (the survey's
+    fast pass, the path index) loads OpenBLAS, which starts a worker thread per core that
+    lives until the process ends, with the signals unblocked. graphsvc does no linear
+    algebra, so BLAS gets one thread, its caller's: no worker is started."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     signal.signal(signal.SIGTERM, interrupt)
     try:
         from graphsvc.cli import main

@@ -113,6 +113,7 @@ WHITESPACE = b" \t\r\n"
 TOP_KEYS = (b'"meta"', b'"graph"')  # the top-level keys the survey acts on
 WINDOW_TAIL = 8192  # of the last chunk kept, for a key read across chunks
 MAX_TOP_STRINGS = 1000  # strings at depth 1 one chunk may hold (a collector writes two)
+MAX_LONG_REGIONS = 1000  # containers over the record bound (OpenGraph: its two arrays)
 
 
 class Unsure(Exception):
@@ -310,7 +311,7 @@ def track_regions(
         carry.too_long[threshold].extend(
             int(s) for s in starts[:paired][lengths > MAX_RECORD_BYTES // 4]
         )
-        if len(carry.too_long[threshold]) > MAX_TOP_STRINGS:
+        if len(carry.too_long[threshold]) > MAX_LONG_REGIONS:
             raise Unsure
     carry.region_start[threshold] = int(starts[-1]) if len(starts) > paired else -1
 
