@@ -107,6 +107,38 @@ def test_headers_that_trickle_in_between_kept_alive_requests_are_cut_off(
     assert waited < 2.5, waited
 
 
+def test_headers_begun_behind_a_whole_request_are_on_the_clock(
+    server: tuple[str, int, int],
+) -> None:
+    """A request read whole arms no timer; one begun in the same read behind it (pipelined)
+    does."""
+    with socket.create_connection(server[:2], timeout=3) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < 2 or not answers.endswith(b"}"):
+            answers += s.recv(65536)
+        waited = time.monotonic() - started
+    first, second = answers.split(b"HTTP/1.1 ")[1:3]
+    assert first.startswith(b"200"), answers
+    json_error(b"HTTP/1.1 " + second, 408)
+    assert 0.8 < waited < 2.5, waited
+
+
+def test_bytes_between_requests_are_on_the_clock(server: tuple[str, int, int]) -> None:
+    """Line breaks that begin no request (the parser skips them) cannot hold a kept-alive
+    connection open: they are cut off as headers that never end."""
+    with socket.create_connection(server[:2], timeout=3) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        s.sendall(b"\r\n")
+        started = time.monotonic()
+        answer = s.recv(65536)
+        waited = time.monotonic() - started
+    json_error(answer, 408)
+    assert waited < 2.5, waited
+
+
 def test_connections_past_the_cap_are_refused_with_503(server: tuple[str, int, int]) -> None:
     idle = [socket.create_connection(server[:2], timeout=5) for _ in range(40)]
     try:
