@@ -153,6 +153,20 @@ def test_a_collector_file_is_vouched_for_by_the_fast_pass(monkeypatch: pytest.Mo
     assert scan(io.BytesIO(text)) == {"type": "users", "version": 6}
 
 
+def test_an_opengraph_file_is_vouched_for_by_its_records_not_its_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside `graph` the records are one level deeper: its arrays may be far larger than a
+    record may be."""
+    for name, value in TINY.items():
+        monkeypatch.setattr(survey_module, name, value)
+    nodes = [{"id": str(i)} for i in range(40)]
+    text = json.dumps({"graph": {"nodes": nodes, "edges": []}}).encode()
+    assert survey(io.BytesIO(text), "og.json") is None
+    monkeypatch.setattr(survey_module, "SCAN_CHUNK_BYTES", 16)
+    assert scan(io.BytesIO(text)) is None
+
+
 def test_survey_source_hands_an_unsure_document_to_the_exact_survey() -> None:
     deep = b'{"data": [' + b"[" * 40 + b"]" * 40 + b'], "meta": {"type": "users"}}'
     with pytest.raises(IngestError, match=r"doc\.json: data\[0\]: nested deeper than 32"):

@@ -157,8 +157,7 @@ class Carry:
         self.meta_start = -1  # its opening bracket, once known
         self.meta_done = False
         self.meta_bytes = 0
-        self.graph: list[list[int]] = []  # [open, close] of each `graph` value
-        self.graph_start = -1  # the open `graph` value, while its close is awaited
+        self.graph: list[list[int]] = []  # [open, close] of each `graph` value (-1: not yet)
         self.too_long: dict[int, list[int]] = {3: [], 4: []}  # regions over the bound
 
 
@@ -172,7 +171,7 @@ def scan(stream: IO[bytes]) -> Any:
         scan_chunk(chunk, carry)
     if carry.in_string or carry.depth or not carry.finished or carry.pending:
         raise Unsure
-    if carry.region_start[3] >= 0 or carry.region_start[4] >= 0 or carry.graph_start >= 0:
+    if carry.region_start[3] >= 0 or carry.region_start[4] >= 0 or graph_open(carry):
         raise Unsure
     for threshold, starts in carry.too_long.items():
         for start in starts:
@@ -268,7 +267,7 @@ def scan_chunk(chunk: bytes, carry: Carry) -> None:
     carry.window_start = end - len(carry.window)
     for position in candidates:
         read_top_key(position, brackets, depths, carry, end)
-    capture_meta(chunk, brackets, depths, carry)
+    follow_top_values(chunk, brackets, depths, carry)
     carry.offset = end
 
 
@@ -352,11 +351,14 @@ def read_top_key(
         return
     bracket = carry.window_start + at
     if name == b'"graph"':
-        close = first_close_to_top(brackets, depths, bracket)
-        carry.graph.append([bracket, close if close >= 0 else 1 << 62])
-        carry.graph_start = bracket if close < 0 else -1
+        carry.graph.append([bracket, first_close_to_top(brackets, depths, bracket)])
     elif carry.meta is None:
         carry.meta, carry.meta_start = [], bracket
+
+
+def graph_open(carry: Carry) -> bool:
+    """Whether the last `graph` value read has not closed yet."""
+    return bool(carry.graph) and carry.graph[-1][1] < 0
 
 
 def first_close_to_top(brackets: np.ndarray, depths: np.ndarray, after: int) -> int:
@@ -366,14 +368,11 @@ def first_close_to_top(brackets: np.ndarray, depths: np.ndarray, after: int) -> 
     return int(closing[0]) if len(closing) else -1
 
 
-def capture_meta(chunk: bytes, brackets: np.ndarray, depths: np.ndarray, carry: Carry) -> None:
+def follow_top_values(chunk: bytes, brackets: np.ndarray, depths: np.ndarray, carry: Carry) -> None:
     """Keep the text of the `meta` value while it is read; close a `graph` value's span."""
     start = carry.offset
-    if carry.graph_start >= 0 and carry.graph_start < start:
-        close = first_close_to_top(brackets, depths, carry.graph_start)
-        if close >= 0:
-            carry.graph[-1][1] = close
-            carry.graph_start = -1
+    if graph_open(carry) and carry.graph[-1][0] < start:
+        carry.graph[-1][1] = first_close_to_top(brackets, depths, carry.graph[-1][0])
     if carry.meta is None or carry.meta_done:
         return
     first = max(carry.meta_start, start)

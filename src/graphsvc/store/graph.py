@@ -181,7 +181,7 @@ async def ensure_nodes(
         rows, params = rows_source(
             conn.dialect,
             ("text", "text", "text", "text"),
-            [(oid, names.get(oid, oid), kind, json.dumps([kind])) for oid, kind in missing],
+            [(oid, names.get(oid, oid), kind, encode_json([kind])) for oid, kind in missing],
             2,
         )
         written = await conn.fetch(
