@@ -109,7 +109,7 @@ async def bulk_insert_graph(
     edge_rows: list[tuple[Any, ...]] = []
     for start, end, edge_kind in edges:
         kind_id = kind_ids.get(edge_kind) or await kind(edge_kind)
-        edge_rows.append((start + offset, end + offset, kind_id, "{}", environment_id, now, now))
+        edge_rows.append((start + offset, end + offset, kind_id, "{}", environment_id, now))
         if len(edge_rows) >= BULK_BATCH:
             edge_count += await copy_edges(conn, edge_rows)
     edge_count += await copy_edges(conn, edge_rows)
@@ -152,7 +152,6 @@ async def copy_edges(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
             "kind_id",
             "properties",
             "environment_id",
-            "created_at",
             "updated_at",
         ],
         rows,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -119,9 +118,8 @@ def test_timeouts_free_every_pooled_connection(
     """More timed-out requests than pooled connections: none leaks, the pool still serves."""
     env = make_env(db_pool_size=2)
     env.create_admin()
-    run_id, now = str(uuid.uuid4()), datetime.now(UTC)
     computer = NodeRecord("PC-1", "PC-1", ["Computer"], {})
-    env.run_in_transaction(lambda conn: graph.upsert_nodes(conn, [computer], run_id, now))
+    env.run_in_transaction(lambda conn: graph.upsert_nodes(conn, [computer], 1, datetime.now(UTC)))
     install_slow_query(monkeypatch)
     for _ in range(3):
         response = env.get(DCOM.format("PC-1"), headers={"Prefer": "wait=1"})

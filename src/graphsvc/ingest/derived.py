@@ -72,7 +72,7 @@ class DerivedEdges:
                         await writer.edge(
                             EdgeRecord(member, computer, group.kind, environment, kind, "Computer")
                         )
-        memberships = Memberships(writer.conn, writer.run_id)
+        memberships = Memberships(writer.conn, writer.run_number)
         for domain, rights in sorted(self.rights.items()):
             kinds = {p: k for holders in rights.values() for p, k in holders.items()}
             changes = rights.get("GetChanges", {})
@@ -91,7 +91,9 @@ class DerivedEdges:
             )
             if not syncers:
                 continue
-            for computer in await graph.list_run_laps_computers(writer.conn, writer.run_id, domain):
+            for computer in await graph.list_run_laps_computers(
+                writer.conn, writer.run_number, domain
+            ):
                 for holder in sorted(syncers):
                     await writer.edge(
                         EdgeRecord(
@@ -109,9 +111,9 @@ class Memberships:
     """The run's MemberOf edges, read from the store one level of nesting at a time and kept:
     only the few groups holding replication rights, and their members, are ever asked for."""
 
-    def __init__(self, conn: Connection, run_id: str) -> None:
+    def __init__(self, conn: Connection, run_number: int) -> None:
         self.conn = conn
-        self.run_id = run_id
+        self.run_number = run_number
         self.direct: dict[str, list[str]] = {}  # group -> direct members, once read
 
     async def read_members(self, groups: set[str]) -> None:
@@ -120,7 +122,7 @@ class Memberships:
             return
         for group in wanted:
             self.direct[group] = []
-        for member, group in await graph.list_run_members(self.conn, self.run_id, wanted):
+        for member, group in await graph.list_run_members(self.conn, self.run_number, wanted):
             self.direct[group].append(member)
 
     async def find_members_below(

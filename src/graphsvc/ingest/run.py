@@ -127,7 +127,8 @@ async def ingest_files(
     `root`, when given. Input past `limits` is refused before anything is written."""
     started = time.monotonic()
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
-    writer = GraphWriter(conn, run_id, now)
+    run_number = await graph.next_run_number(conn)
+    writer = GraphWriter(conn, run_number, now)
     with Archives() as archives:
         sources = expand(list(paths), archives, root, limits)
         for source in sources:
@@ -135,13 +136,13 @@ async def ingest_files(
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     await tier_zero.mark_tier_zero(conn)
-    nodes, edges = await graph.count_run(conn, run_id)
+    nodes, edges = await graph.count_run(conn, run_number)
     labels = [s.label for s in sources]
     seconds = time.monotonic() - started
-    await graph.insert_ingest_run(conn, run_id, labels, nodes, edges, now, seconds)
-    await statistics.record_run_statistics(conn, run_id, now)
+    await graph.insert_ingest_run(conn, run_id, run_number, labels, nodes, edges, now, seconds)
+    await statistics.record_run_statistics(conn, run_id, run_number, now)
     await graph.refresh_statistics_after(conn, nodes + edges)
-    environments = await list_run_environments(conn, run_id)
+    environments = await list_run_environments(conn, run_number)
     return IngestResult(
         run_id,
         labels,

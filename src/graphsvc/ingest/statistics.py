@@ -46,9 +46,11 @@ DOMAIN_FIELDS = {
 LOCAL_GROUP_KINDS = ("AdminTo", "CanRDP", "CanPSRemote", "ExecuteDCOM", "CanBackup")
 
 
-async def record_run_statistics(conn: Connection, run_id: str, now: datetime) -> None:
-    await data_quality.fill_edge_environments(conn, run_id)
-    node_counts, edge_counts = await data_quality.run_counts(conn, run_id)
+async def record_run_statistics(
+    conn: Connection, run_id: str, run_number: int, now: datetime
+) -> None:
+    await data_quality.fill_edge_environments(conn, run_number)
+    node_counts, edge_counts = await data_quality.run_counts(conn, run_number)
     counts = {"node": node_counts, "relationship": edge_counts}
     instances = await data_quality.environment_instances(
         conn, {c.environment_id for c in [*node_counts, *edge_counts]}
@@ -89,7 +91,7 @@ async def record_run_statistics(conn: Connection, run_id: str, now: datetime) ->
             )
         elif instance.environment_kind == "Domain":
             await record_domain(
-                conn, instance.environment_id, node_counts, edge_counts, run_id, now
+                conn, instance.environment_id, node_counts, edge_counts, run_id, run_number, now
             )
 
     await data_quality.insert_environment_stats(conn, per_instance, now)
@@ -137,6 +139,7 @@ async def record_domain(
     node_counts: list[data_quality.RunCount],
     edge_counts: list[data_quality.RunCount],
     run_id: str,
+    run_number: int,
     now: datetime,
 ) -> None:
     """The run's objects in the domain by kind; its ACE edges (of the reference's ACL kinds),
@@ -151,10 +154,10 @@ async def record_domain(
     values["sessions"] = sum(c.count for c in in_domain if c.kind_name == "HasSession")
     values["relationships"] = sum(c.count for c in in_domain)
     values["session_completeness"] = await data_quality.measure_completeness(
-        conn, run_id, domain_sid, "User", ("HasSession",)
+        conn, run_number, domain_sid, "User", ("HasSession",)
     )
     values["local_group_completeness"] = await data_quality.measure_completeness(
-        conn, run_id, domain_sid, "Computer", LOCAL_GROUP_KINDS
+        conn, run_number, domain_sid, "Computer", LOCAL_GROUP_KINDS
     )
     await data_quality.insert_stats_record(
         conn, data_quality.DOMAIN_STATS, domain_sid, values, run_id, now

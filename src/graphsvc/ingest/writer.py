@@ -38,9 +38,9 @@ def merge_node(new: NodeRecord, old: NodeRecord | graph.StoredNode) -> NodeRecor
 
 
 class GraphWriter:
-    def __init__(self, conn: Connection, run_id: str, now: datetime) -> None:
+    def __init__(self, conn: Connection, run_number: int, now: datetime) -> None:
         self.conn = conn
-        self.run_id = run_id
+        self.run_number = run_number
         self.now = now
         self.nodes: dict[str, NodeRecord] = {}
         self.edges: dict[tuple[str, str, str], EdgeRecord] = {}
@@ -107,7 +107,7 @@ class GraphWriter:
                 merge_node(r, stored[oid]) if oid in stored else r for oid, r in nodes.items()
             ]
             await graph.upsert_nodes(
-                self.conn, records, self.run_id, self.now, kinds_only_grow=True
+                self.conn, records, self.run_number, self.now, kinds_only_grow=True
             )
         if edges:
             stubs: dict[str, str] = {}  # each endpoint's kind, should it be missing
@@ -123,7 +123,7 @@ class GraphWriter:
                     (ids[e.start], ids[e.end], e.kind, e.properties, e.environment_id)
                     for e in edges.values()
                 ],
-                self.run_id,
+                self.run_number,
                 self.now,
             )
 

@@ -272,7 +272,7 @@ COMPLETENESS_WINDOW_SECONDS = 14 * 24 * 3600
 
 
 async def measure_completeness(
-    conn: Connection, run_id: str, domain_sid: str, label: str, kinds: Sequence[str]
+    conn: Connection, run_number: int, domain_sid: str, label: str, kinds: Sequence[str]
 ) -> float:
     """The share of the enabled users (or Windows computers) a run collected in a domain,
     logged on within COMPLETENESS_WINDOW_SECONDS of the latest of them, that the graph shows
@@ -289,7 +289,7 @@ async def measure_completeness(
     ((qualified, reached),) = await conn.fetch(
         f"""WITH candidates AS (
             SELECT n.id, {logon} AS logon FROM nodes n
-            WHERE n.run_id = $1 AND n.environment_id = $2 AND n.label = $5 AND {enabled}
+            WHERE n.run_number = $1 AND n.environment_id = $2 AND n.label = $5 AND {enabled}
                 {windows}),
         latest AS (SELECT max(logon) AS logon FROM candidates)
         SELECT count(*), coalesce(sum(CASE WHEN EXISTS (
@@ -298,7 +298,7 @@ async def measure_completeness(
             0)
         FROM candidates c CROSS JOIN latest l
         WHERE c.logon IS NOT NULL AND c.logon >= l.logon - {COMPLETENESS_WINDOW_SECONDS}""",
-        run_id,
+        run_number,
         domain_sid,
         "enabled",
         json_value_param(dialect, True),
@@ -308,14 +308,14 @@ async def measure_completeness(
     return int(reached) / int(qualified) if qualified else 0.0
 
 
-async def fill_edge_environments(conn: Connection, run_id: str) -> None:
+async def fill_edge_environments(conn: Connection, run_number: int) -> None:
     """Edges whose record named no environment take their end node's, else their start's."""
     await conn.execute(
         """UPDATE edges SET environment_id = COALESCE(
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.end_id),
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.start_id))
-        WHERE run_id = $1 AND environment_id IS NULL""",
-        run_id,
+        WHERE run_number = $1 AND environment_id IS NULL""",
+        run_number,
     )
 
 
@@ -327,14 +327,14 @@ class RunCount:
     count: int
 
 
-async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], list[RunCount]]:
+async def run_counts(conn: Connection, run_number: int) -> tuple[list[RunCount], list[RunCount]]:
     """Per environment and kind: the nodes a run collected, and the edges it produced."""
     nodes = await conn.fetch(
         """SELECT n.environment_id, k.id, k.name, count(*) FROM nodes n
         JOIN node_kinds nk ON nk.node_id = n.id JOIN kinds k ON k.id = nk.kind_id
-        WHERE n.run_id = $1 AND n.environment_id IS NOT NULL
+        WHERE n.run_number = $1 AND n.environment_id IS NOT NULL
         GROUP BY n.environment_id, k.id, k.name""",
-        run_id,
+        run_number,
     )
     edges = await conn.fetch(
         # Counted on the edges alone, then named: 0.25 s on a 96 MB ingest (SQLite), where
@@ -342,10 +342,10 @@ async def run_counts(conn: Connection, run_id: str) -> tuple[list[RunCount], lis
         # s, but its inserts cost as much again on the 1 GB ingest: not kept.)
         """SELECT c.environment_id, k.id, k.name, c.count FROM (
             SELECT environment_id, kind_id, count(*) AS count FROM edges
-            WHERE run_id = $1 AND environment_id IS NOT NULL
+            WHERE run_number = $1 AND environment_id IS NOT NULL
             GROUP BY environment_id, kind_id) AS c
         JOIN kinds k ON k.id = c.kind_id""",
-        run_id,
+        run_number,
     )
     return (
         [RunCount(a, b, c, int(count)) for a, b, c, count in nodes],

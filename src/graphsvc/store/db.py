@@ -329,6 +329,16 @@ async def sync_id_sequence(conn: Connection, table: str) -> None:
         )
 
 
+async def next_number(conn: Connection, sequence: str, table: str, column: str) -> int:
+    """A number no other transaction gets for `table.column`: the sequence's next value on
+    PostgreSQL, where transactions writing at once would otherwise share one; one more than
+    the column's largest on SQLite, whose write transactions hold the only write lock from
+    their BEGIN IMMEDIATE (the rows must never be deleted, or a number could come back)."""
+    if conn.dialect == "postgresql":
+        return int(await conn.fetchval(f"SELECT nextval('{sequence}')"))
+    return int(await conn.fetchval(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}"))
+
+
 async def refresh_planner_statistics(conn: Connection, tables: Sequence[str]) -> None:
     """After a large load: PostgreSQL plans from row estimates, and stale ones (autovacuum has
     not run yet) took the DCOM list at a million nodes from milliseconds to 16 s. SQLite

@@ -102,19 +102,19 @@ class EnvironmentNode:
 async def list_environment_nodes(conn: Connection) -> list[EnvironmentNode]:
     """The AD domains and Azure tenants in the graph."""
     rows = await conn.fetch(
-        """SELECT object_id, label, name, run_id IS NOT NULL FROM nodes
+        """SELECT object_id, label, name, run_number IS NOT NULL FROM nodes
         WHERE label IN ('Domain', 'AZTenant') ORDER BY label, name, object_id"""
     )
     return [EnvironmentNode(r[0], r[1], r[2], bool(r[3])) for r in rows]
 
 
-async def list_run_environments(conn: Connection, run_id: str) -> list[EnvironmentNode]:
+async def list_run_environments(conn: Connection, run_number: int) -> list[EnvironmentNode]:
     """The AD domains and Azure tenants whose objects a run collected."""
     rows = await conn.fetch(
-        """SELECT e.object_id, e.label, e.name, e.run_id IS NOT NULL FROM nodes e
+        """SELECT e.object_id, e.label, e.name, e.run_number IS NOT NULL FROM nodes e
         WHERE e.label IN ('Domain', 'AZTenant') AND EXISTS (
-            SELECT 1 FROM nodes n WHERE n.environment_id = e.object_id AND n.run_id = $1)
+            SELECT 1 FROM nodes n WHERE n.environment_id = e.object_id AND n.run_number = $1)
         ORDER BY e.label, e.name""",
-        run_id,
+        run_number,
     )
     return [EnvironmentNode(r[0], r[1], r[2], bool(r[3])) for r in rows]

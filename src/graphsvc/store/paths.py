@@ -72,7 +72,7 @@ async def read_node_ceiling(conn: Connection) -> int:
 async def read_principal_ids(conn: Connection) -> list[int]:
     """The ids of the users, computers and groups a collection reported (not stubs)."""
     rows = await conn.fetch(
-        """SELECT id FROM nodes WHERE run_id IS NOT NULL
+        """SELECT id FROM nodes WHERE run_number IS NOT NULL
             AND label IN ('User', 'Computer', 'Group')"""
     )
     return [r[0] for r in rows]
@@ -88,7 +88,7 @@ async def read_enabled_user_ids(conn: Connection, domain_id: str) -> list[int]:
     enabled = json_property_equals(conn.dialect, "properties", "$2", "$3")
     rows = await conn.fetch(
         f"""SELECT id FROM nodes WHERE environment_id = $1 AND label = 'User'
-            AND run_id IS NOT NULL AND {enabled}""",
+            AND run_number IS NOT NULL AND {enabled}""",
         domain_id,
         "enabled",
         json_value_param(conn.dialect, True),
