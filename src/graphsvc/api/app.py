@@ -23,6 +23,7 @@ from graphsvc.api.answers import (
     CACHE_CONTROL,
     Answer,
     AnswerCache,
+    AnswerKey,
     content_etag,
     etag_salt,
     make_key,
@@ -68,6 +69,7 @@ from graphsvc.api.web import (
     json_response,
     match_request,
     new_request_id,
+    response_headers,
     route,
     send_response,
 )
@@ -157,6 +159,17 @@ class App:
             for op in OPERATIONS
             if not settings.public_url and any(isinstance(p, BaseUrl) for p in op.parameters)
         }
+        # The reads `answer_at_once` may answer.
+        self.from_memory = {
+            op.operation_id: op
+            for op in OPERATIONS
+            if op.method == "GET"
+            and op.cached
+            and op.authentication == "any"
+            and not op.upload
+            and op.operation_id not in self.per_caller
+            and (settings.edition == "enterprise" or not op.enterprise_only)
+        }
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:
             by_path.setdefault(op.path, []).append(op)
@@ -194,6 +207,19 @@ class App:
             )
         await send_response(send, response, request_id, head=scope["method"] == "HEAD")
         self.log_request(scope, request_id, response.status, started, error)
+
+    def answer_whole(self, scope: Scope) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """`answer_at_once` as the server writes it (its status, headers and body), the
+        request logged as `__call__` logs it; None: the request takes the ASGI path."""
+        started = time.perf_counter()
+        response = self.answer_at_once(scope)
+        if response is None:
+            return None
+        request_id = incoming_request_id(scope) or new_request_id()
+        scope[REQUEST_ID_KEY] = request_id
+        self.log_request(scope, request_id, response.status, started, None)
+        body = b"" if scope["method"] == "HEAD" else response.body
+        return response.status, response_headers(response, request_id), body
 
     def classify_failure(self, exc: Exception, request_id: str) -> ApiError:
         """An unexpected failure as the error it is answered with; logged, unless the
@@ -419,24 +445,97 @@ class App:
         key = make_key(
             op.operation_id, request.path_params, request.query, self.key_context(op, request)
         )
-        kept = self.answers.get(version, key)
-        if kept is not None:
-            headers["ETag"] = kept.etag
-            if matches_none(if_none_match, kept.etag):
-                return Response(304, b"", headers)
-            self.metrics.count_answer_lookup(hit=True)
-            return Response(op.status, kept.body, headers)
-        headers["ETag"] = etag = version_etag(version, key, self.etag_salt)
-        # A tag of this version names an answer that was made (here or by another replica):
-        # 304 at once. `*` names any answer, so the operation runs first (it may fail).
-        if matches_none(if_none_match, etag) and not names_any(if_none_match):
-            return Response(304, b"", headers)
+        found = self.find_answer(op, version, key, if_none_match, headers)
+        if found is not None:
+            self.count_found(op, found)
+            return found
         self.metrics.count_answer_lookup(hit=False)
+        headers["ETag"] = etag = version_etag(version, key, self.etag_salt)
         body = encode(await self.run_operation(op, conn, request, arguments, None))
         self.answers.put(version, key, Answer(etag, body))
         if names_any(if_none_match):
             return Response(304, b"", headers)
         return Response(op.status, body, headers)
+
+    def find_answer(
+        self,
+        op: Operation,
+        version: int,
+        key: AnswerKey,
+        if_none_match: str | None,
+        headers: dict[str, str],
+    ) -> Response | None:
+        """The answer to `key` at `version` without running `op`: the one kept in memory,
+        or a 304 when `If-None-Match` names it, kept here or not (a tag of this version
+        names an answer that was made, here or by another replica). None: `op` must run.
+        `*` names any answer, so only one kept here (the operation may fail)."""
+        kept = self.answers.get(version, key)
+        if kept is not None:
+            headers["ETag"] = kept.etag
+            if matches_none(if_none_match, kept.etag):
+                return Response(304, b"", headers)
+            return Response(op.status, kept.body, headers)
+        if if_none_match is None or names_any(if_none_match):
+            return None
+        etag = version_etag(version, key, self.etag_salt)
+        if not matches_none(if_none_match, etag):
+            return None
+        headers["ETag"] = etag
+        return Response(304, b"", headers)
+
+    def count_found(self, op: Operation, found: Response) -> None:
+        if found.status == op.status:  # an answer's body sent from memory; a 304 sends none
+            self.metrics.count_answer_lookup(hit=True)
+
+    def answer_at_once(self, scope: Scope) -> Response | None:
+        """The answer to a read that memory holds, made without awaiting anything, for the
+        server to write at once, without an ASGI cycle (api/server.py). None: the request
+        takes the whole path (`respond`), which answers it or refuses it, saying why.
+
+        Every check of the whole path is made, in another order but to the same outcome:
+        each one that fails hands the request over untouched, and nothing is counted (the
+        rate limit, the cache's hits) or noted (the token's use) before all have passed.
+        Not for sessions (a JWT's session is read from the store), nor while Redis counts
+        the rate limit, nor for answers that are the caller's own (see `per_caller`): the
+        key needs the caller, and these are seldom asked twice."""
+        if scope["method"] not in ("GET", "HEAD"):
+            return None
+        found = match_request(self.routes, scope)
+        if found is None:
+            return None
+        op = self.from_memory.get(found[0].operation_ids.get("GET", ""))
+        if op is None:
+            return None
+        version = self.db.data_version()
+        if version is None:
+            return None
+        request = Request(scope, receive_nothing, found[1], 0, 0, 1)
+        if not request.declares_no_body():
+            return None
+        headers = {"Cache-Control": CACHE_CONTROL}
+        key = make_key(
+            op.operation_id, request.path_params, request.query, self.key_context(op, request)
+        )
+        answer = self.find_answer(op, version, key, request.headers.get("if-none-match"), headers)
+        identity = None if answer is None else self.auth.identity_from_memory(request)
+        if answer is None or identity is None:
+            return None
+        try:
+            self.admit_caller(op, request, identity)
+            headers.update(self.preference_applied(request))
+        except ApiError:
+            return None
+        if request.shows_now:  # never kept, but a tag of the version might be named
+            return None
+        if self.limiter is not None:
+            client = client_address(scope, self.settings.trusted_proxies)
+            verdict = self.limiter.record_hit_in_memory(client)
+            if verdict is None or not verdict.admitted:  # a refusal is not counted
+                return None
+        scope[OPERATION] = op.operation_id
+        self.count_found(op, answer)
+        self.touch_token(identity)
+        return answer
 
     def key_context(self, op: Operation, request: Request) -> list[str | None]:
         """What an answer depends on besides the operation and its parameters."""
@@ -591,6 +690,11 @@ AUDITED = {
 # (32 s per GiB: a 1 GiB upload took 14 s in all, receiving and storing, on PostgreSQL here).
 UPLOAD_BYTES_PER_SECOND = 32 * 1024 * 1024
 REQUEST_ID = re.compile(rb"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+async def receive_nothing() -> dict[str, Any]:
+    """The receive of a request answered at once, which declared no body to receive."""
+    return {"type": "http.disconnect"}
 
 
 def incoming_request_id(scope: Scope) -> str | None:

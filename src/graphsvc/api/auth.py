@@ -250,6 +250,36 @@ class Authenticator:
     async def authenticate_signature(
         self, conn: Connection, request: Request, token_id: str
     ) -> BodySignature:
+        raw_date, sent = self.check_signed_headers(request, token_id)
+        token_id = token_id.lower()
+        found = await self.look_up_token(conn, token_id)
+        return self.signature_of(request, token_id, found, raw_date, sent)
+
+    def identity_from_memory(self, request: Request) -> Identity | None:
+        """The caller of a bodiless signed request whose token's record is cached, checked
+        as `authenticate` checks it but without a statement; None where the check needs the
+        store (a session, a token not cached) or refuses the request (`authenticate` then
+        says why, and audits it)."""
+        header = request.headers.get("authorization")
+        if header is None:
+            return None
+        scheme, _, credential = header.strip().partition(" ")
+        if scheme.lower() not in SIGNATURE_SCHEMES:
+            return None
+        credential = credential.strip()
+        cached = self.tokens.get(credential.lower())
+        if cached is None or time.monotonic() >= cached.until:
+            return None
+        try:
+            raw_date, sent = self.check_signed_headers(request, credential)
+            found = accounts.TokenLookup(cached.credentials, None)
+            return self.signature_of(request, credential.lower(), found, raw_date, sent).verify()
+        except ApiError:
+            return None
+
+    def check_signed_headers(self, request: Request, token_id: str) -> tuple[str, str]:
+        """A signed request's token id, RequestDate (fresh) and Signature as sent, before its
+        token is looked up: the date (stripped) and the signature."""
         if not token_id:
             raise unauthorized("missing token id after the signature scheme", "missing_credentials")
         if not UUID_TEXT.fullmatch(token_id):
@@ -260,13 +290,21 @@ class Authenticator:
         raw_date = request.headers.get("requestdate")
         if raw_date is None:
             raise unauthorized("missing RequestDate header", "missing_credentials")
-        self.check_freshness(raw_date.strip())
+        raw_date = raw_date.strip()
+        self.check_freshness(raw_date)
         sent = request.headers.get("signature")
         if not sent:
             raise unauthorized("missing Signature header", "missing_credentials")
+        return raw_date, sent
 
-        token_id = token_id.lower()
-        found = await self.look_up_token(conn, token_id)
+    def signature_of(
+        self,
+        request: Request,
+        token_id: str,  # lower-cased
+        found: accounts.TokenLookup,
+        raw_date: str,
+        sent: str,
+    ) -> BodySignature:
         credentials = found.credentials
         key = (
             UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
@@ -275,7 +313,7 @@ class Authenticator:
         uris = [full_uri]
         if self.settings.sdk_compatibility and full_uri != path_only:
             uris.append(path_only)
-        signed = (key, request.method, tuple(uris), raw_date.strip()[:13], sent.strip())
+        signed = (key, request.method, tuple(uris), raw_date[:13], sent.strip())
         identity = None
         if credentials is not None:
             identity = Identity(credentials.principal, token_id=token_id)

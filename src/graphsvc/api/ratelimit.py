@@ -162,10 +162,19 @@ class RateLimiter:
         """Judge one more for `client` without counting it."""
         return await self.judge(client, count=False)
 
+    def counts_here(self) -> bool:
+        """Whether this process counts (no Redis, or one that stopped answering lately)."""
+        return self.redis is None or not self.redis_usable()
+
+    def record_hit_in_memory(self, client: str) -> Verdict | None:
+        """`record_hit` where this process counts; None where Redis does (an await)."""
+        return self.memory.record_hit(client, time.monotonic()) if self.counts_here() else None
+
     async def judge(self, client: str, count: bool) -> Verdict:
         in_memory = self.memory.record_hit if count else self.memory.peek
-        if self.redis is None or not self.redis_usable():
+        if self.counts_here():
             return in_memory(client, time.monotonic())
+        assert self.redis is not None
         try:
             verdict = await self.judge_in_redis(self.redis, client, count)
         except StorageError as exc:

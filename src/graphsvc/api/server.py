@@ -19,13 +19,17 @@ for a service on an open network.
   text.
 
 It also sends a response's head and body in one write (`CoalescingTransport`), where uvicorn
-makes two.
+makes two, and writes an answer the app holds in memory as soon as its request's headers
+are read (`App.answer_whole`), without the ASGI cycle: its task, scope messages and header
+checks were most of what such an answer cost.
 
-The protocol class is handed to uvicorn (`http=`); what it overrides is named in uvicorn's
-protocol (connection_made, data_received, on_headers_complete, connection_lost,
-send_400_response, _unsupported_upgrade_warning; the attributes `cycle`, `connections`,
-`tasks`, `client`), which is why pyproject pins uvicorn to one minor version; the tests in
-tests/test_http_layer.py pin each behaviour against it.
+The protocol class is handed to uvicorn (`http=`); what it overrides or calls is named in
+uvicorn's protocol (connection_made, data_received, on_headers_complete, connection_lost,
+send_400_response, _unsupported_upgrade_warning, _start_asgi_task, on_response_complete,
+_unset_keepalive_if_required; the attributes `cycle`, `connections`, `tasks`, `client`,
+`flow`, `server_state`; the cycle's `keep_alive`, `more_body` and `response_complete`), which
+is why pyproject pins uvicorn to one minor version; tests/test_http_layer.py and
+tests/test_answers_at_once.py pin each behaviour against it.
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from graphsvc import wire
 from graphsvc.api.web import encode, new_request_id
@@ -194,6 +202,48 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         super().on_headers_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # A request begun behind another in the same read (pipelined) may have found the
+        # keep-alive timer that the answer before it armed.
+        self._unset_keepalive_if_required()
+        answer_whole = getattr(app, "answer_whole", None)  # not uvicorn's 503 app
+        # A client that does not read its answers is waited for on the ASGI path.
+        if answer_whole is not None and not self.flow.write_paused:
+            try:
+                answered = answer_whole(cycle.scope)
+            except Exception:  # a fault of ours: the request is still answered
+                log.exception("a request answered from memory failed; it takes the ASGI path")
+                answered = None
+            if answered is not None:
+                self.write_whole_answer(cycle, *answered)
+                return
+        super()._start_asgi_task(cycle, app)
+
+    def write_whole_answer(
+        self,
+        cycle: RequestResponseCycle,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> None:
+        """Write a request's answer as uvicorn's cycle would, and end the request. The
+        headers are the app's own (no text of the request's in them), so they need none of
+        the cycle's checks."""
+        parts = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            parts += (name, b": ", value, b"\r\n")
+        for name, value in headers:
+            parts += (name, b": ", value, b"\r\n")
+        if not cycle.keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts += (b"\r\n", body)
+        cycle.response_started = cycle.response_complete = True
+        cycle.more_body = False  # none was declared: a close need not linger for one
+        self.transport.write(b"".join(parts))
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm_header_timer()

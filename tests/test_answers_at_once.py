@@ -1,0 +1,354 @@
+"""Answers written at once: a read whose answer is in memory is answered by the server as
+soon as its headers are read, without the ASGI cycle (`App.answer_whole`,
+`GuardedHttpProtocol._start_asgi_task`). The protocol's side is tested with a stand-in app
+whose ASGI path says when it is taken; graphsvc's, served on both stores, must answer as
+its ASGI path does, and refuse and count as it does."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import uvicorn
+
+from graphsvc.accounts import tokens
+from graphsvc.api.app import App
+from graphsvc.api.server import GuardedHttpProtocol
+from graphsvc.demo.dataset import DemoResult
+from tests.conftest import (
+    DEMO_SECRET,
+    Env,
+    check_against_openapi,
+    free_port,
+    served,
+    server_environment,
+    signed_headers,
+)
+
+FAST_BODY = b'{"data":"from memory"}'
+
+
+class StandInApp:
+    """Answers /fast at once; /boom fails at once; everything else (and /boom) takes the
+    ASGI path, which notes the paths it was given."""
+
+    def __init__(self) -> None:
+        self.asgi_paths: list[str] = []
+
+    def answer_whole(
+        self, scope: dict[str, Any]
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        if scope["path"] == "/boom":
+            raise RuntimeError("a fault of the memory path")
+        if scope["path"] != "/fast":
+            return None
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(FAST_BODY)),
+        ]
+        return 200, headers, b"" if scope["method"] == "HEAD" else FAST_BODY
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        self.asgi_paths.append(scope["path"])
+        body = b'{"data":"by the cycle"}'
+        await asyncio.sleep(0.05)  # long enough for a request behind it to be queued
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+def stand_in() -> Iterator[tuple[StandInApp, int]]:
+    app = StandInApp()
+    port = free_port()
+    protocol = GuardedHttpProtocol.configure(5.0, 100, None)
+    # As `graphsvc serve` has it: uvicorn's proxy middleware would hide the app's own methods.
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, http=protocol, log_config=None, proxy_headers=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        threading.Event().wait(0.02)
+    assert server.started
+    yield app, port
+    server.should_exit = True
+    thread.join(10)
+
+
+def read_answers(sock: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
+    """`count` answers (head, body) read off a kept-alive connection, framed by their
+    Content-Length."""
+    received = b""
+    answers: list[tuple[bytes, bytes]] = []
+    while len(answers) < count:
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {len(answers)} answers: {received!r}"
+            received += chunk
+        head, _, rest = received.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b": ")
+            if name == b"content-length":
+                length = int(value)
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            assert chunk
+            rest += chunk
+        answers.append((head, rest[:length]))
+        received = rest[length:]
+    return answers
+
+
+def test_an_answer_at_once_is_written_without_the_cycle(stand_in: tuple[StandInApp, int]) -> None:
+    app, port = stand_in
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        for _ in range(3):  # kept alive between them
+            sock.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            [(head, body)] = read_answers(sock, 1)
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == FAST_BODY
+            # uvicorn's own headers, as on its cycle's answers
+            assert b"\r\ndate: " in head and b"\r\nserver: uvicorn" in head
+            assert b"connection: close" not in head
+        sock.sendall(b"HEAD /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = sock.recv(65536)
+        assert head.count(b"HTTP/1.1 200 OK") in (1, 2)  # HEAD's answer, then GET's
+    assert app.asgi_paths == []
+
+
+def test_pipelined_requests_are_answered_in_order(stand_in: tuple[StandInApp, int]) -> None:
+    app, port = stand_in
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(
+            b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        bodies = [body for _, body in read_answers(sock, 4)]
+    cycle = b'{"data":"by the cycle"}'
+    assert bodies == [FAST_BODY, cycle, FAST_BODY, cycle]
+    assert app.asgi_paths == ["/slow", "/slow"]
+
+
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        b"GET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /fast HTTP/1.0\r\nHost: x\r\n\r\n",
+    ],
+    ids=["connection close", "http/1.0"],
+)
+def test_an_answer_at_once_closes_when_asked(
+    stand_in: tuple[StandInApp, int], request_head: bytes
+) -> None:
+    _, port = stand_in
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request_head)
+        received = b""
+        while chunk := sock.recv(65536):  # to the end: the server closes
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"\r\nconnection: close" in head and body == FAST_BODY
+
+
+def test_a_fault_of_the_memory_path_takes_the_cycle(stand_in: tuple[StandInApp, int]) -> None:
+    app, port = stand_in
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+        [(head, body)] = read_answers(sock, 1)
+    assert head.startswith(b"HTTP/1.1 200") and body == b'{"data":"by the cycle"}'
+    assert app.asgi_paths == ["/boom"]
+
+
+# --- graphsvc's answers at once ------------------------------------------------------------
+
+WINDOW = "start=2000-01-01T00:00:00Z&end=2100-01-01T00:00:00Z"
+
+
+def reads_of(demo: DemoResult) -> list[str]:
+    """A read of each kind the demo can answer: lists, a single object, statistics."""
+    computer = demo.computer_object_ids[0]
+    return [
+        f"/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8&{WINDOW}",
+        f"/api/v2/azure-tenants/{demo.tenant_ids[0]}/data-quality-stats?{WINDOW}",
+        f"/api/v2/saml/providers/{demo.saml_provider_ids[0]}",
+        f"/api/v2/computers/{computer}/dcom-rights?limit=2",
+        f"/api/v2/computers/{computer}",
+        "/api/v2/saml",
+    ]
+
+
+def scope_of(uri: str, headers: dict[str, str], method: str = "GET") -> dict[str, Any]:
+    """An ASGI scope of a request to `uri`, as uvicorn makes it."""
+    path, _, query = uri.partition("?")
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": [
+            (b"host", b"testserver"),  # as the test client sends it
+            *((k.lower().encode(), v.encode()) for k, v in headers.items()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+        "scheme": "http",
+    }
+
+
+@pytest.fixture
+def cached_demo_env(
+    demo_env: tuple[Env, DemoResult], make_env: Callable[..., Env]
+) -> tuple[Env, DemoResult]:
+    """The demo, served in process with tokens' records cached, as `graphsvc serve` has
+    them (a token not cached is read from the store, which memory cannot answer)."""
+    demo_token, demo = demo_env[0].token, demo_env[1]
+    env = make_env(token_cache_seconds=60)
+    env.token = demo_token
+    return env, demo
+
+
+def test_a_kept_answer_is_answered_at_once_as_the_cycle_answers_it(
+    cached_demo_env: tuple[Env, DemoResult],
+) -> None:
+    env, demo = cached_demo_env
+    app: App = env.client.app  # type: ignore[assignment]
+    for uri in reads_of(demo):
+        headers = env.signed_headers("GET", uri)
+        assert app.answer_whole(scope_of(uri, headers)) is None  # not yet kept
+        made = env.request("GET", uri, headers)
+        assert made.status_code == 200, made.text
+        answered = app.answer_whole(scope_of(uri, headers))
+        assert answered is not None, uri
+        status, sent, body = answered
+        named = {name.decode(): value.decode() for name, value in sent}
+        assert status == 200 and body == made.content
+        assert named["etag"] == made.headers["etag"]
+        assert named["cache-control"] == made.headers["cache-control"]
+        assert named["content-type"] == made.headers["content-type"]
+        assert named["content-length"] == str(len(body))
+        assert named["requestid"] != made.headers["requestid"]
+        current = {**headers, "If-None-Match": made.headers["etag"]}
+        not_modified = app.answer_whole(scope_of(uri, current))
+        assert not_modified is not None and not_modified[0] == 304 and not_modified[2] == b""
+        assert b"content-length" not in dict(not_modified[1])
+        head = app.answer_whole(scope_of(uri, env.signed_headers("HEAD", uri), "HEAD"))
+        assert head is not None and head[2] == b""
+        assert dict(head[1])[b"content-length"] == str(len(body)).encode()
+
+
+def test_what_memory_cannot_answer_takes_the_whole_path(
+    cached_demo_env: tuple[Env, DemoResult],
+) -> None:
+    env, demo = cached_demo_env
+    app: App = env.client.app  # type: ignore[assignment]
+    uri = f"/api/v2/saml/providers/{demo.saml_provider_ids[0]}"
+    assert env.get(uri).status_code == 200  # kept
+    assert env.get("/api/v2/self").status_code == 200  # never kept (a token's last access)
+    signed = env.signed_headers("GET", uri)
+    assert app.answer_whole(scope_of(uri, signed)) is not None
+    collector = env.user_with_token("collector", "Upload-Only")
+    env.get(uri, token=collector)  # refused, its record now cached
+    session = {"Authorization": f"Bearer {env.login('admin', DEMO_SECRET)}"}
+    refused = {
+        "a session": scope_of(uri, session),
+        "no permission": scope_of(uri, env.signed_headers("GET", uri, collector)),
+        "unsigned": scope_of(uri, {}),
+        "a bad signature": scope_of(uri, {**signed, "Signature": "AAAA"}),
+        "a stale date": scope_of(uri, {**signed, "RequestDate": "2001-01-01T00:00:00Z"}),
+        "a body": scope_of(uri, {**signed, "Content-Length": "2"}),
+        "a bad Prefer": scope_of(uri, {**signed, "Prefer": "wait=soon"}),
+        "another target": scope_of(f"{uri}?x=1", env.signed_headers("GET", f"{uri}?x=1")),
+        "another method": scope_of(uri, signed, "DELETE"),
+        "an answer never kept": scope_of("/api/v2/self", env.signed_headers("GET", "/api/v2/self")),
+        "a wildcard not kept": scope_of(
+            "/api/v2/saml/providers/999999",
+            {**env.signed_headers("GET", "/api/v2/saml/providers/999999"), "If-None-Match": "*"},
+        ),
+    }
+    for why, scope in refused.items():
+        assert app.answer_whole(scope) is None, why
+    # and the whole path answers each as it did before answers were written at once
+    assert env.request("GET", uri, session).status_code == 200
+    assert env.get(uri, token=collector).status_code == 403
+    assert env.get(uri).status_code == 200
+
+
+def test_served_answers_from_memory_are_the_cycles_answers(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> None:
+    env, demo = demo_env
+    collector = env.user_with_token("collector", "Upload-Only")
+    environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
+    with served(environment) as (base, _), httpx.Client(base_url=base) as client:
+
+        def get(
+            uri: str,
+            token: tokens.CreatedToken = env.token,
+            sent: dict[str, str] | None = None,
+            method: str = "GET",
+        ) -> httpx.Response:
+            headers = {**signed_headers(token, method, uri), **(sent or {})}
+            response = client.request(method, uri, headers=headers)
+            if method == "GET":  # HEAD is GET's answer without its body, not documented apart
+                check_against_openapi(method, uri.split("?", 1)[0], response)
+            return response
+
+        for uri in reads_of(demo):
+            made = get(uri)
+            assert made.status_code == 200, made.text
+            for again in (get(uri), get(uri)):  # from memory, on the same connection
+                assert again.status_code == 200 and again.content == made.content
+                for name in ("etag", "cache-control", "content-type", "content-length"):
+                    assert again.headers[name] == made.headers[name], (uri, name)
+                assert again.headers["requestid"] != made.headers["requestid"]
+            head = get(uri, method="HEAD")
+            assert head.status_code == 200 and head.content == b""
+            assert head.headers["content-length"] == made.headers["content-length"]
+            current = get(uri, sent={"If-None-Match": made.headers["etag"]})
+            assert current.status_code == 304 and current.content == b""
+            assert current.headers["etag"] == made.headers["etag"]
+            # refused as before, with the answer in memory
+            unsigned = client.get(uri)
+            assert unsigned.status_code == 401 and "etag" not in unsigned.headers
+            forged = client.get(
+                uri, headers={**signed_headers(env.token, "GET", uri), "Signature": "AAAA"}
+            )
+            assert forged.status_code == 401
+            assert get(uri, token=collector).status_code == 403
+
+
+def test_served_answers_from_memory_count_against_the_rate_limit(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> None:
+    env, demo = demo_env
+    uri = f"/api/v2/saml/providers/{demo.saml_provider_ids[0]}"
+    environment = server_environment(
+        database_url, tmp_path, rate_limit_per_second="1", rate_limit_burst="3"
+    )
+    with served(environment) as (base, _), httpx.Client(base_url=base) as client:
+        statuses = [
+            client.get(uri, headers=signed_headers(env.token, "GET", uri)).status_code
+            for _ in range(8)
+        ]
+    assert statuses[0] == 200 and 429 in statuses, statuses
+    assert set(statuses) == {200, 429}
+    assert statuses.count(200) <= 4 + 1  # rate and burst, and what refills meanwhile
