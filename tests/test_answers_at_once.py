@@ -132,6 +132,25 @@ def test_an_answer_at_once_is_written_without_the_cycle(stand_in: tuple[StandInA
     assert app.asgi_paths == []
 
 
+def test_answers_at_once_reach_clients_of_several_connections(
+    stand_in: tuple[StandInApp, int],
+) -> None:
+    """Alone, a connection's answer leaves at once; with others open it leaves at the end
+    of the loop's pass, with theirs: either way it leaves."""
+    app, port = stand_in
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+    try:
+        for _ in range(2):
+            for sock in sockets:
+                sock.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            for sock in sockets:
+                assert [body for _, body in read_answers(sock, 1)] == [FAST_BODY]
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert app.asgi_paths == []
+
+
 def test_pipelined_requests_are_answered_in_order(stand_in: tuple[StandInApp, int]) -> None:
     app, port = stand_in
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:

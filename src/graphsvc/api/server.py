@@ -241,6 +241,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         cycle.response_started = cycle.response_complete = True
         cycle.more_body = False  # none was declared: a close need not linger for one
         self.transport.write(b"".join(parts))
+        if len(self.connections) == 1:
+            # A lone client's answer leaves at once: held to the end of the loop's pass, it
+            # cost a client alone 20% of its requests a second (a SAML provider, wrk, one
+            # connection). With others open, their answers of the same pass leave with it:
+            # at once, 32 connections had 14% fewer a second.
+            self.coalescing.flush()
         if not cycle.keep_alive:
             self.transport.close()
         self.on_response_complete()
