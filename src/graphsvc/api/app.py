@@ -166,7 +166,6 @@ class App:
             if op.method == "GET"
             and op.cached
             and op.authentication == "any"
-            and not op.upload
             and op.operation_id not in self.per_caller
             and (settings.edition == "enterprise" or not op.enterprise_only)
         }

@@ -267,13 +267,14 @@ class Authenticator:
         if scheme.lower() not in SIGNATURE_SCHEMES:
             return None
         credential = credential.strip()
-        cached = self.tokens.get(credential.lower())
+        token_id = credential.lower()
+        cached = self.tokens.get(token_id)
         if cached is None or time.monotonic() >= cached.until:
             return None
         try:
             raw_date, sent = self.check_signed_headers(request, credential)
             found = accounts.TokenLookup(cached.credentials, None)
-            return self.signature_of(request, credential.lower(), found, raw_date, sent).verify()
+            return self.signature_of(request, token_id, found, raw_date, sent).verify()
         except ApiError:
             return None
 
