@@ -166,6 +166,25 @@ def test_pipelined_requests_are_answered_in_order(stand_in: tuple[StandInApp, in
     assert app.asgi_paths == ["/slow", "/slow"]
 
 
+def test_a_long_pipeline_behind_a_slow_request_is_answered(
+    stand_in: tuple[StandInApp, int],
+) -> None:
+    """Requests queued behind one on the ASGI path are all answered, in order: an answer
+    written at once that starts the next must not nest a call per request (a hostile
+    client's thousand pipelined requests once ran out of stack)."""
+    _, port = stand_in
+    count = 1500
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+            + b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n" * count
+        )
+        bodies = [body for _, body in read_answers(sock, count + 1)]
+    cycle = b'{"data":"by the cycle"}'
+    assert len(bodies) == count + 1 and bodies[0] == cycle
+    assert set(bodies[1:]) == {FAST_BODY, cycle}  # a turn at once, a turn by the cycle
+
+
 @pytest.mark.parametrize(
     "request_head",
     [

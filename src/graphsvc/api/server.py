@@ -111,6 +111,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.headers_ended = False  # a request's headers ended in the data being read
         self.counted: str | None = None  # the client address this connection counts under
         self.linger_left = 0  # bytes still dropped while lingering
+        self.writing_whole = False  # an answer written at once is being written
         if len(self.connections) > self.max_connections:
             self.refuse(transport, f"too many connections ({self.max_connections} are open)")
             return
@@ -208,15 +209,22 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         # keep-alive timer that the answer before it armed.
         self._unset_keepalive_if_required()
         answer_whole = getattr(app, "answer_whole", None)  # not uvicorn's 503 app
-        # A client that does not read its answers is waited for on the ASGI path.
-        if answer_whole is not None and not self.flow.write_paused:
+        # A client that does not read its answers is waited for on the ASGI path. So is a
+        # pipelined request that an answer written at once starts as it ends: answered at
+        # once too, each would nest a call for the next (a client's thousand pipelined
+        # requests ran out of stack).
+        if answer_whole is not None and not self.flow.write_paused and not self.writing_whole:
             try:
                 answered = answer_whole(cycle.scope)
             except Exception:  # a fault of ours: the request is still answered
                 log.exception("a request answered from memory failed; it takes the ASGI path")
                 answered = None
             if answered is not None:
-                self.write_whole_answer(cycle, *answered)
+                self.writing_whole = True
+                try:
+                    self.write_whole_answer(cycle, *answered)
+                finally:
+                    self.writing_whole = False
                 return
         super()._start_asgi_task(cycle, app)
 
