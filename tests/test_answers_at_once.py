@@ -18,8 +18,10 @@ import pytest
 import uvicorn
 
 from graphsvc.accounts import tokens
-from graphsvc.api.app import App
+from graphsvc.api.answers import make_key, version_etag
+from graphsvc.api.app import App, receive_nothing
 from graphsvc.api.server import GuardedHttpProtocol
+from graphsvc.api.web import Request, match_request
 from graphsvc.demo.dataset import DemoResult
 from tests.conftest import (
     DEMO_SECRET,
@@ -328,6 +330,31 @@ def test_what_memory_cannot_answer_takes_the_whole_path(
     assert env.request("GET", uri, session).status_code == 200
     assert env.get(uri, token=collector).status_code == 403
     assert env.get(uri).status_code == 200
+
+
+def test_a_made_up_tag_is_no_way_around_a_parameters_check(
+    cached_demo_env: tuple[Env, DemoResult],
+) -> None:
+    """A kept answer's parameters are not read again (they were read when it was made); a
+    304 for a tag of the data version that names no answer kept here reads them."""
+    env, demo = cached_demo_env
+    app: App = env.client.app  # type: ignore[assignment]
+    computer = f"/api/v2/computers/{demo.computer_object_ids[0]}"
+    assert env.get(computer).status_code == 200  # the token's record is cached
+    uri = f"{computer}/dcom-rights?limit=many"
+    scope = scope_of(uri, env.signed_headers("GET", uri))
+    found = match_request(app.routes, scope)
+    assert found is not None
+    request = Request(scope, receive_nothing, found[1], 0, 0, 1)
+    version = app.db.data_version()
+    assert version is not None
+    key = make_key(found[0].operation_ids["GET"], request.path_params, request.query, [])
+    made_up = {"If-None-Match": version_etag(version, key, app.etag_salt)}
+    headers = {**env.signed_headers("GET", uri), **made_up}
+    assert app.answer_whole(scope_of(uri, headers)) is None
+    refused = env.request("GET", uri, headers)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["errors"][0]["context"] == "limit"
 
 
 def test_served_answers_from_memory_are_the_cycles_answers(
