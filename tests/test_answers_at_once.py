@@ -293,6 +293,17 @@ def test_a_kept_answer_is_answered_at_once_as_the_cycle_answers_it(
         head = app.answer_whole(scope_of(uri, env.signed_headers("HEAD", uri), "HEAD"))
         assert head is not None and head[2] == b""
         assert dict(head[1])[b"content-length"] == str(len(body)).encode()
+    # With nothing kept, as on a replica that did not make them, a current tag is still
+    # answered 304 at once, and a request without one is not answered.
+    app.answers.clear(None)
+    for uri in reads_of(demo):
+        made = env.request("GET", uri, env.signed_headers("GET", uri))
+        app.answers.clear(None)
+        headers = env.signed_headers("GET", uri)
+        assert app.answer_whole(scope_of(uri, headers)) is None
+        current = {**headers, "If-None-Match": made.headers["etag"]}
+        not_modified = app.answer_whole(scope_of(uri, current))
+        assert not_modified is not None and not_modified[0] == 304, uri
 
 
 def test_what_memory_cannot_answer_takes_the_whole_path(

@@ -501,6 +501,11 @@ class App:
         key needs the caller, and these are seldom asked twice."""
         if scope["method"] not in ("GET", "HEAD"):
             return None
+        # Nothing kept and no tag named, as on the first requests after a change of the
+        # data: nothing memory can answer, told before the route and key are found, which
+        # cost such a miss 5 of its 6 us in process.
+        if not self.answers.entries and not names_a_tag(scope["headers"]):
+            return None
         found = match_request(self.routes, scope)
         if found is None:
             return None
@@ -715,6 +720,11 @@ REQUEST_ID = re.compile(rb"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 async def receive_nothing() -> dict[str, Any]:
     """The receive of a request answered at once, which declared no body to receive."""
     return {"type": "http.disconnect"}
+
+
+def names_a_tag(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request's raw headers hold an If-None-Match."""
+    return any(name == b"if-none-match" for name, _ in headers)
 
 
 def incoming_request_id(scope: Scope) -> str | None:
