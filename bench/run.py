@@ -1,12 +1,12 @@
 """Benchmark every operation against two ceilings of the same machine, in one run.
 
-    python bench/run.py [--postgres URL] [--duration 5] [--users 8000] [--variants 200]
-                        [--before REV] [--smoke]
+    python bench/run.py [--postgres URL] [--duration 2] [--rounds 3] [--users 8000]
+                        [--variants 200] [--before REV] [--smoke]
 
 For each store (SQLite, and PostgreSQL when reachable): loads the demo dataset plus a
-generated AD collection and starts, one after the other, each pinned to core 0: graphsvc
+generated AD collection and starts, side by side and each pinned to core 0: graphsvc
 (rate limiting on, with a limit no benchmark reaches), which answers each target once and
-is then driven twice: `warm` (answers from memory) and `304` (each request names its
+is then asked in two modes: `warm` (answers from memory) and `304` (each request names its
 answer's ETag in If-None-Match); graphsvc with no answer cache, `cold` (every answer made
 as after a data change); the static ceiling (bench/static.py: answers each request with the
 bytes graphsvc answered it with, recorded first, and does nothing else); and the same-SQL
@@ -15,7 +15,8 @@ With --before REV, also `before`: graphsvc as it was at git revision REV (a work
 PYTHONPATH), on a store of its own loaded the same way. wrk, pinned to core 1, drives each
 operation at 1 and at 32 connections with a Lua script that cycles through up to
 --variants signed request targets (other computers, tenants, providers and clients, skips
-and windows). Prints a table and writes bench/results/run.json. --smoke is a seconds-long
+and windows): every mode once a round, --rounds rounds, and a mode's figures are its median
+round's. Prints a table and writes bench/results/run.json. --smoke is a seconds-long
 run for CI: it checks that everything runs and answers 200 (or 304), not how fast.
 """
 
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -337,22 +339,37 @@ def store_environment(url: str, work: Path) -> dict[str, str]:
     }
 
 
+@dataclass
+class Mode:
+    """An answer mode: the server it is asked of, and the targets and credentials it is
+    asked with (`before` has a store, and so a demo, of its own)."""
+
+    name: str
+    port: int
+    demo: dict[str, Any]
+    targets: dict[str, list[str]]
+    etags: dict[str, str] | None  # sent in If-None-Match (the 304 mode)
+
+
 def bench_store(
     name: str, url: str, work: Path, args: argparse.Namespace, before: tuple[Path, str] | None
 ) -> list[dict[str, Any]]:
+    """Every server of the store started at once (all pinned to core 0, idle but for the
+    one wrk drives), then driven in rounds (see `drive`)."""
     environment = store_environment(url, work)
     demo = prepare(environment, work, args.users)
     targets = operations(demo, args.variants)
     answers = work / "answers.json"
-    results = []
-    for server, modes in SERVERS.items():
-        port = free_port()
-        command = server_command(server, port, url, answers)
-        served = environment
-        if server == "cold":  # every answer made again, as after each change of the data
-            served = {**environment, "GRAPHSVC_ANSWER_CACHE_BYTES": "0"}
-        process = start(command, port, served, work / f"{server}.log")
-        try:
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    modes: list[Mode] = []
+    try:
+        for server, names in SERVERS.items():
+            port = free_port()
+            command = server_command(server, port, url, answers)
+            served = environment
+            if server == "cold":  # every answer made again, as after each change of the data
+                served = {**environment, "GRAPHSVC_ANSWER_CACHE_BYTES": "0"}
+            processes[server] = start(command, port, served, work / f"{server}.log")
             etags: dict[str, str] = {}
             if server == "graphsvc":  # which also puts every answer in its memory
                 recorded, etags = record_answers(
@@ -360,69 +377,80 @@ def bench_store(
                 )
                 answers.write_text(json.dumps(recorded))
                 check_not_modified(port, demo, etags)
-            for mode in modes:
-                results += drive(name, mode, port, targets, demo, work, args, etags)
+            modes += [Mode(n, port, demo, targets, etags if n == "304" else None) for n in names]
+        if before is not None:
+            processes["before"], mode = start_before(name, before, work, args)
+            modes.append(mode)
+        results = drive(name, modes, work, args)
+        for server, process in processes.items():
             peak = peak_rss_mb(server_pid(process))
             for row in results:
-                if row["server"] in modes and row["store"] == name:
+                if row["server"] in SERVERS.get(server, (server,)):
                     row["server_peak_rss_mb"] = peak
-        finally:
+    finally:
+        for process in processes.values():
             stop(process)
-    if before is not None:
-        results += bench_before(name, before, work, args)
     return results
 
 
-def bench_before(
+def start_before(
     name: str, before: tuple[Path, str], work: Path, args: argparse.Namespace
-) -> list[dict[str, Any]]:
+) -> tuple[subprocess.Popen[bytes], Mode]:
     """graphsvc at the revision `--before` names (its source tree first on PYTHONPATH), on a
     store of its own (`url`) loaded the same way: its demo's identifiers are its own."""
     source, url = before
     folder = work.parent / "before" / name  # made by store_urls
     environment = {**store_environment(url, folder), "PYTHONPATH": str(source / "src")}
     demo = prepare(environment, folder, args.users)
-    targets = operations(demo, args.variants)
     port = free_port()
     process = start(server_command("graphsvc", port, url, work), port, environment, folder / "log")
-    try:
-        results = drive(name, "before", port, targets, demo, work, args, {})
-        peak = peak_rss_mb(server_pid(process))
-    finally:
-        stop(process)
-    for row in results:
-        row["server_peak_rss_mb"] = peak
-    return results
+    return process, Mode("before", port, demo, operations(demo, args.variants), None)
 
 
 def drive(
-    store: str,
-    mode: str,
-    port: int,
-    targets: dict[str, list[str]],
-    demo: dict[str, Any],
-    work: Path,
-    args: argparse.Namespace,
-    etags: dict[str, str],
+    store: str, modes: list[Mode], work: Path, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    """wrk on each operation's targets at each number of connections."""
+    """wrk on each operation's targets at each number of connections, every mode once a
+    round, `args.rounds` rounds, each round starting one mode later; a mode's figures are
+    those of its median round. Taken one after the other, each server's runs over several
+    minutes, the same cell moved by 10 to 20% between two runs an hour apart on one
+    machine, more than the changes measured: interleaved, a drift of the machine reaches
+    every mode of a cell alike."""
     results = []
-    for operation, uris in targets.items():
-        script = work / f"{operation}.lua"
-        sent = etags if mode == "304" else None
-        write_script(script, uris, demo["token_id"], demo["token_key"], sent)
-        for connections in args.connections:
-            figures = wrk(port, script, connections, args.duration)
-            results.append(
-                {
-                    "store": store,
-                    "server": mode,
-                    "operation": operation,
-                    "targets": len(uris),
-                    "connections": connections,
-                    **figures,
-                }
+    for operation in modes[0].targets:
+        scripts = {}
+        for mode in modes:
+            scripts[mode.name] = work / f"{operation}-{mode.name}.lua"
+            write_script(
+                scripts[mode.name],
+                mode.targets[operation],
+                mode.demo["token_id"],
+                mode.demo["token_key"],
+                mode.etags,
             )
+        for connections in args.connections:
+            runs: dict[str, list[dict[str, float]]] = {mode.name: [] for mode in modes}
+            for round_ in range(args.rounds):
+                shift = round_ % len(modes)
+                for mode in modes[shift:] + modes[:shift]:
+                    runs[mode.name].append(
+                        wrk(mode.port, scripts[mode.name], connections, args.duration)
+                    )
+            for mode in modes:
+                ranked = sorted(runs[mode.name], key=lambda figures: figures["rps"])
+                median = ranked[len(ranked) // 2]
+                results.append(
+                    {
+                        "store": store,
+                        "server": mode.name,
+                        "operation": operation,
+                        "targets": len(mode.targets[operation]),
+                        "connections": connections,
+                        **median,
+                        "rounds_rps": [figures["rps"] for figures in runs[mode.name]],
+                        "non_2xx": sum(int(figures["non_2xx"]) for figures in runs[mode.name]),
+                    }
+                )
     return results
 
 
@@ -517,7 +545,8 @@ def main() -> None:
     parser.add_argument(
         "--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES", DEFAULT_POSTGRES)
     )
-    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--duration", type=int, default=2, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=3, help="wrk runs per mode and cell")
     parser.add_argument("--users", type=int, default=8000, help="users in the generated domain")
     parser.add_argument("--variants", type=int, default=200, help="request targets per operation")
     parser.add_argument(
@@ -528,6 +557,7 @@ def main() -> None:
     args.connections = [1, 32]
     if args.smoke:
         args.duration, args.users, args.connections, args.variants = 1, 200, [4], 20
+        args.rounds = 1
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
 
