@@ -20,7 +20,14 @@ import pytest
 from graphsvc.accounts import tokens
 from graphsvc.api.web import new_request_id
 from graphsvc.demo.dataset import DemoResult
-from graphsvc.logs import JsonLines, StderrHandler, audit, configure_logging, log_request_line
+from graphsvc.logs import (
+    JsonLines,
+    SecondStamp,
+    StderrHandler,
+    audit,
+    configure_logging,
+    log_request_line,
+)
 from graphsvc.settings import Settings
 from tests.conftest import TEST_FERNET_KEY, Env
 
@@ -394,3 +401,16 @@ def test_a_line_that_cannot_be_formatted_is_dropped_and_reported_once(
     assert report["message"] == "log lines dropped: they could not be formatted or written"
     assert report["error"].startswith("TypeError") and report["level"] == "error"
     assert after["message"] == "a line after them" and handler.dropped == 2
+
+
+def test_a_lines_time_is_datetimes_to_the_millisecond() -> None:
+    """The time a JSON line shows, formatted once a second (`SecondStamp`), is what
+    datetime makes of it, at a millisecond's edges and across seconds, in any order."""
+    stamp = SecondStamp()
+    second = 1_795_797_890
+    edges = [0.0, 0.0005, 0.0009995, 0.0079997, 0.4995, 0.9994999, 0.9999995, 0.9999996]
+    times = [s + edge for s in (second, second + 1, 4_000_000_000, 1) for edge in edges]
+    for created in [*times, *reversed(times)]:
+        assert stamp.text(created) == datetime.fromtimestamp(created, UTC).isoformat(
+            timespec="milliseconds"
+        ), created

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import re
 import sys
 import time
@@ -69,10 +70,34 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     return fields
 
 
+class SecondStamp:
+    """A line's time in ISO 8601, UTC, to the millisecond, its date and second formatted once
+    a second: datetime's formatting took 1.9 us of a request line's 4.7. The pair is
+    replaced whole, so a thread that logs (the ingest worker's) reads a consistent one."""
+
+    def __init__(self) -> None:
+        self.current = (-1, "")  # a second since the epoch, and its text
+
+    def text(self, created: float) -> str:
+        # Rounded to the microsecond first, as datetime.fromtimestamp rounds, then cut.
+        fraction, whole = math.modf(created)
+        second, micros = int(whole), round(fraction * 1e6)
+        if micros >= 1_000_000:
+            second, micros = second + 1, micros - 1_000_000
+        current = self.current
+        if current[0] != second:
+            text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            current = self.current = (second, text)
+        return f"{current[1]}.{micros // 1000:03d}+00:00"
+
+
+LINE_TIME = SecondStamp()
+
+
 def json_line(created: float, level: int, logger: str, message: str, fields: dict[str, Any]) -> str:
     line = encode(
         {
-            "time": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
+            "time": LINE_TIME.text(created),
             "level": logging.getLevelName(level).lower(),
             "logger": logger,
             "message": message,
