@@ -36,7 +36,7 @@ from starlette.testclient import TestClient
 
 from graphsvc import crypto
 from graphsvc.accounts import tokens, users
-from graphsvc.api.app import create_app
+from graphsvc.api.app import App, create_app
 from graphsvc.api.openapi import build_openapi
 from graphsvc.cli import main as cli_main
 from graphsvc.crypto import KeyBox
@@ -46,6 +46,7 @@ from graphsvc.logs import JsonLines
 from graphsvc.settings import Settings
 from graphsvc.signatures import sign_request
 from graphsvc.store.db import (
+    READ_DATA_VERSION,
     Connection,
     MissingDatabase,
     asyncpg_dsn,
@@ -467,10 +468,30 @@ class Env:
             "GRAPHSVC_DATA_DIR": str(self.settings.data_dir),
             "GRAPHSVC_TOKEN_ENCRYPTION_KEY": TEST_FERNET_KEY,
         }
-        return CliRunner().invoke(cli_main, list(args), env=environment, input=stdin)
+        done = CliRunner().invoke(cli_main, list(args), env=environment, input=stdin)
+        self.wait_until_the_app_knows()
+        return done
 
     def run_in_transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
-        return asyncio.run(run_in_transaction(self.url, work))
+        """`work` in one write transaction on a connection of its own, as another process
+        writes; the app knows of it when this returns."""
+        done = asyncio.run(run_in_transaction(self.url, work))
+        self.wait_until_the_app_knows()
+        return done
+
+    def wait_until_the_app_knows(self) -> None:
+        """Wait until the app knows the store's data version. PostgreSQL tells it of another
+        connection's commit by NOTIFY, a moment after the commit: a request sent before then
+        may be answered from memory as it was (tests/test_answers.py tests that lag itself).
+        SQLite's version is read at each request."""
+        if not self.url.startswith("postgresql"):
+            return
+        version = asyncio.run(read_store_version(self.url))
+        app = cast(App, self.client.app)
+        deadline = time.monotonic() + 10
+        while (app.db.data_version() or 0) < version:
+            assert time.monotonic() < deadline, f"the app was not told of version {version}"
+            time.sleep(0.005)
 
     def user_with_token(
         self,
@@ -560,6 +581,14 @@ def signed_headers(
 def ingest(env: Env, *paths: Path) -> IngestResult:
     """Ingest files as one run, in one transaction, as `graphsvc ingest` does."""
     return env.run_in_transaction(lambda conn: ingest_files(conn, list(paths)))
+
+
+async def read_store_version(url: str) -> int:
+    connection = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        return int(await connection.fetchval(READ_DATA_VERSION))
+    finally:
+        await connection.close()
 
 
 def free_port() -> int:
