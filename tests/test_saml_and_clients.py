@@ -103,6 +103,7 @@ def test_demo_client_with_events_token_job_and_results(demo_env: tuple[Env, Demo
     assert client["domain_controller"] == {"string": "DC01.CONTOSO.LOCAL", "valid": True}
     assert client["user_sid"]["valid"] is True
     assert len(client["events"]) == 2
+    assert client["events"][0]["id"] < client["events"][1]["id"]
     event = client["events"][0]
     assert event["client_id"] == client["id"] and event["rrule"].startswith("DTSTART:")
     assert event["domains"][0]["name"] == "CONTOSO.LOCAL" and event["ous"][0]["exists"] is True

@@ -19,24 +19,32 @@ FLAG_COLUMNS = ", ".join(wire.COLLECTION_FLAGS)
 ou_refs = msgspec.json.Decoder(list[wire.OUReference])
 domain_refs = msgspec.json.Decoder(list[wire.DomainReference])
 TOKEN_COLUMNS = ", ".join(f"t.{column}" for column in (*TOKEN_FIELDS, "created_by"))
+TOKEN_COLUMN_COUNT = len(TOKEN_FIELDS) + 1
+EVENT_FIELDS = ("id", "client_id", "rrule", "ous", "domains", *wire.COLLECTION_FLAGS)
+EVENT_COLUMNS = ", ".join(f"e.{column}" for column in EVENT_FIELDS)
+EVENT_COLUMN_COUNT = len(EVENT_FIELDS)
 FLAG_COUNT = len(wire.COLLECTION_FLAGS)
 
 
 async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
     """A client with its newest live token (its key never read back, only masked), its
-    events, and its current job and task with their results: three statements (a round
-    trip each on PostgreSQL), where a statement per part took up to seven."""
-    row = await conn.fetchrow(
+    events, and its current job and task with their results: one statement (a row per
+    event) and, when it has a job or task, a second (a round trip each on PostgreSQL, where
+    a statement per part took up to seven)."""
+    rows = await conn.fetch(
         f"""SELECT c.id, c.name, c.ip_address, c.hostname, c.configured_user, c.last_checkin,
             c.current_job_id, c.current_task_id, c.completed_job_count,
-            c.completed_task_count, c.domain_controller, c.version, c.user_sid, {TOKEN_COLUMNS}
+            c.completed_task_count, c.domain_controller, c.version, c.user_sid, {TOKEN_COLUMNS},
+            {EVENT_COLUMNS}
         FROM clients c LEFT JOIN auth_tokens t ON t.id = (
             SELECT id FROM auth_tokens WHERE client_id = c.id AND deleted_at IS NULL
             ORDER BY created_at DESC, id LIMIT 1)
-        WHERE c.id = $1 AND c.deleted_at IS NULL""",
+        LEFT JOIN client_events e ON e.client_id = c.id AND e.deleted_at IS NULL
+        WHERE c.id = $1 AND c.deleted_at IS NULL
+        ORDER BY e.id""",
         client_id,
     )
-    if row is None:
+    if not rows:
         return None
     (
         found_id,
@@ -52,8 +60,14 @@ async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
         domain_controller,
         version,
         user_sid,
-        *token,
-    ) = row
+        *rest,
+    ) = rows[0]
+    token = rest[:TOKEN_COLUMN_COUNT]
+    events = [
+        client_event(row[-EVENT_COLUMN_COUNT:])
+        for row in rows
+        if row[-EVENT_COLUMN_COUNT] is not None  # a client without events: one row, no event
+    ]
     job_ids = [job_id for job_id in (current_job_id, current_task_id) if job_id is not None]
     jobs = await find_jobs(conn, job_ids, name) if job_ids else {}
     return wire.Client(
@@ -63,7 +77,7 @@ async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
         hostname=hostname,
         configured_user=configured_user,
         last_checkin=last_checkin or wire.ZERO_TIME,
-        events=await list_client_events(conn, client_id),
+        events=events,
         token=wire.zero_token() if token[0] is None else client_token(token),
         current_job_id=wire.null_int64(current_job_id),
         current_task_id=wire.null_int64(current_task_id),
@@ -77,25 +91,17 @@ async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
     )
 
 
-async def list_client_events(conn: Connection, client_id: str) -> list[wire.ClientEvent]:
-    events = []
-    for row in await conn.fetch(
-        f"""SELECT id, client_id, rrule, ous, domains, {FLAG_COLUMNS} FROM client_events
-        WHERE client_id = $1 AND deleted_at IS NULL ORDER BY id""",
-        client_id,
-    ):
-        event_id, owner, rrule, ous, domains, *flags = row
-        events.append(
-            wire.ClientEvent(
-                id=event_id,
-                client_id=owner,
-                rrule=rrule,
-                ous=ou_refs.decode(ous),
-                domains=domain_refs.decode(domains),
-                **collection_flags(flags),
-            )
-        )
-    return events
+def client_event(row: Sequence[Any]) -> wire.ClientEvent:
+    """An event from EVENT_COLUMNS."""
+    event_id, owner, rrule, ous, domains, *flags = row
+    return wire.ClientEvent(
+        id=event_id,
+        client_id=owner,
+        rrule=rrule,
+        ous=ou_refs.decode(ous),
+        domains=domain_refs.decode(domains),
+        **collection_flags(flags),
+    )
 
 
 def collection_flags(values: Sequence[bool]) -> dict[str, bool]:
