@@ -19,7 +19,6 @@ FLAG_COLUMNS = ", ".join(wire.COLLECTION_FLAGS)
 ou_refs = msgspec.json.Decoder(list[wire.OUReference])
 domain_refs = msgspec.json.Decoder(list[wire.DomainReference])
 TOKEN_COLUMNS = ", ".join(f"t.{column}" for column in (*TOKEN_FIELDS, "created_by"))
-TOKEN_COLUMN_COUNT = len(TOKEN_FIELDS) + 1
 EVENT_FIELDS = ("id", "client_id", "rrule", "ous", "domains", *wire.COLLECTION_FLAGS)
 EVENT_COLUMNS = ", ".join(f"e.{column}" for column in EVENT_FIELDS)
 EVENT_COLUMN_COUNT = len(EVENT_FIELDS)
@@ -62,7 +61,7 @@ async def find_client(conn: Connection, client_id: str) -> wire.Client | None:
         user_sid,
         *rest,
     ) = rows[0]
-    token = rest[:TOKEN_COLUMN_COUNT]
+    token = rest[:-EVENT_COLUMN_COUNT]  # TOKEN_COLUMNS, then EVENT_COLUMNS
     events = [
         client_event(row[-EVENT_COLUMN_COUNT:])
         for row in rows
