@@ -20,7 +20,7 @@ import uvicorn
 from graphsvc.accounts import tokens
 from graphsvc.api.answers import make_key, version_etag
 from graphsvc.api.app import App, receive_nothing
-from graphsvc.api.server import GuardedHttpProtocol
+from graphsvc.api.server import UNSENT_BYTES_AT_ONCE, GuardedHttpProtocol
 from graphsvc.api.web import Request, match_request
 from graphsvc.demo.dataset import DemoResult
 from tests.conftest import (
@@ -34,6 +34,7 @@ from tests.conftest import (
 )
 
 FAST_BODY = b'{"data":"from memory"}'
+BIG_BODY = b'{"data":"%s"}' % (b"x" * (1 << 20))  # a large answer, as a long list kept
 
 
 class StandInApp:
@@ -42,19 +43,18 @@ class StandInApp:
 
     def __init__(self) -> None:
         self.asgi_paths: list[str] = []
+        self.server: uvicorn.Server | None = None
 
     def answer_whole(
         self, scope: dict[str, Any]
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         if scope["path"] == "/boom":
             raise RuntimeError("a fault of the memory path")
-        if scope["path"] != "/fast":
+        if scope["path"] not in ("/fast", "/big"):
             return None
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", b"%d" % len(FAST_BODY)),
-        ]
-        return 200, headers, b"" if scope["method"] == "HEAD" else FAST_BODY
+        body = BIG_BODY if scope["path"] == "/big" else FAST_BODY
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        return 200, headers, b"" if scope["method"] == "HEAD" else body
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -63,23 +63,30 @@ class StandInApp:
             await send({"type": "lifespan.shutdown.complete"})
             return
         self.asgi_paths.append(scope["path"])
+        if scope["path"] == "/big":  # the kept answer, by the cycle
+            headers = [(b"content-length", b"%d" % len(BIG_BODY))]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": BIG_BODY})
+            return
         body = b'{"data":"by the cycle"}'
-        await asyncio.sleep(0.05)  # long enough for a request behind it to be queued
+        # /hang stays in service while a test opens more; else long enough for a request
+        # behind it to be queued
+        await asyncio.sleep(2.0 if scope["path"] == "/hang" else 0.05)
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
 @pytest.fixture
-def stand_in() -> Iterator[tuple[StandInApp, int]]:
+def stand_in(request: pytest.FixtureRequest) -> Iterator[tuple[StandInApp, int]]:
     app = StandInApp()
     port = free_port()
-    protocol = GuardedHttpProtocol.configure(5.0, 100, None)
+    protocol = GuardedHttpProtocol.configure(5.0, getattr(request, "param", 100), None)
     # As `graphsvc serve` has it: uvicorn's proxy middleware would hide the app's own methods.
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, http=protocol, log_config=None, proxy_headers=False
     )
-    server = uvicorn.Server(config)
+    server = app.server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):
@@ -185,6 +192,70 @@ def test_a_long_pipeline_behind_a_slow_request_is_answered(
     cycle = b'{"data":"by the cycle"}'
     assert len(bodies) == count + 1 and bodies[0] == cycle
     assert set(bodies[1:]) == {FAST_BODY, cycle}  # a turn at once, a turn by the cycle
+
+
+def test_a_client_that_does_not_read_parks_no_pile_of_answers(
+    stand_in: tuple[StandInApp, int],
+) -> None:
+    """Pipelined requests for a large answer from clients that never read: what each
+    connection holds unsent stays within the bound plus an answer or two (not a whole
+    batch: 65 answers of 1 MB a connection before), and every answer still arrives, in
+    order, once the client reads."""
+    app, port = stand_in
+    assert app.server is not None
+    batch, connections = 65, 4
+    sockets = []
+    for _ in range(connections):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel takes little
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * batch)
+        sockets.append(sock)
+    try:
+        # Each connection's second request waits for its client on the ASGI path (before the
+        # bound, none did: the whole batch was written at once).
+        for _ in range(100):
+            if app.asgi_paths.count("/big") >= connections:
+                break
+            threading.Event().wait(0.02)
+        protocols = [p for p in app.server.server_state.connections]
+        unsent = [p.coalescing.get_write_buffer_size() for p in protocols]  # type: ignore[union-attr]
+        assert len(unsent) == connections
+        # The largest a connection may hold: an answer begun under the bound and the cycle's
+        # answer written before the transport paused.
+        most = UNSENT_BYTES_AT_ONCE + 2 * len(BIG_BODY) + 4096
+        assert max(unsent) <= most, unsent
+        for sock in sockets:
+            bodies = [body for _, body in read_answers(sock, batch)]
+            assert bodies == [BIG_BODY] * batch
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.mark.parametrize("stand_in", [3], indirect=True)  # connections open at once
+def test_a_connection_past_the_cap_is_refused_when_none_waits_on_its_client(
+    stand_in: tuple[StandInApp, int],
+) -> None:
+    """Three connections whose requests are in service (none to shed): a fourth is refused
+    with the JSON 503 at once."""
+    app, port = stand_in
+    busy = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+    try:
+        for sock in busy:
+            sock.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(100):
+            if len(app.asgi_paths) == 3:
+                break
+            threading.Event().wait(0.02)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+            answer = extra.recv(65536)
+    finally:
+        for sock in busy:
+            sock.close()
+    assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), answer[:100]
+    assert b'"context":"connections"' in answer
 
 
 @pytest.mark.parametrize(

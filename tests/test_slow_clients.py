@@ -7,6 +7,7 @@ disk while a file arrives is a 507."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import http.client
 import json
@@ -187,6 +188,95 @@ def test_a_thousand_slow_bodies_from_one_address_leave_room_for_others(
                 s.close()
     assert read.status_code == 200, read.text
     assert refused >= 900  # all but the 100 an address may hold (the default)
+
+
+def open_slow(base: str, sources: list[str], each: int, head: bytes) -> list[socket.socket]:
+    """`each` connections from every source address, each sending `head` and no more; a
+    connection the server refused or shed on the way is kept too."""
+    opened: list[socket.socket] = []
+    for source in sources:
+        for _ in range(each):
+            s = connect(base, source)
+            opened.append(s)
+            with contextlib.suppress(OSError):  # shed already
+                s.sendall(head)
+    return opened
+
+
+def answers_to(opened: list[socket.socket]) -> list[int]:
+    """The status the server gave each connection, if any yet (0: none, -1: reset)."""
+    statuses = []
+    for s in opened:
+        s.settimeout(0.01)
+        try:
+            received = s.recv(64)
+            statuses.append(int(received.split()[1]) if received else -1)
+        except TimeoutError:
+            statuses.append(0)
+        except OSError:
+            statuses.append(-1)
+    return statuses
+
+
+@pytest.mark.usefixtures("more_open_files")
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_thousand_slow_connections_from_ten_addresses_leave_room_for_a_client(
+    make_env: Callable[..., Env], tmp_path: Path
+) -> None:
+    """1,000 connections from ten loopback addresses (the cap per address, 100, each), half
+    trickling their headers and half their bodies: a client's reads, each on a connection of
+    its own, are all answered. Before the slow ones were shed, the thousand filled every
+    connection the server allows and 92% of the client's requests were refused with 503."""
+    env = make_env()
+    env.create_admin()
+    sources = [f"127.0.0.{n}" for n in range(2, 12)]
+    with served(server_environment(env.url, tmp_path)) as (base, _):
+        opened = open_slow(base, sources[:5], 100, b"GET /api/v2/self HTTP/1.1\r\nHost: x\r\n")
+        body = head_of("POST", "/api/v2/login", {}, 1000) + b"{"
+        opened += open_slow(base, sources[5:], 100, body)
+        try:
+            no_keep_alive = httpx.Limits(max_keepalive_connections=0)
+            with httpx.Client(limits=no_keep_alive, timeout=5) as client:
+                statuses = [
+                    client.get(base + AGG, headers=env.signed_headers("GET", AGG)).status_code
+                    for _ in range(20)
+                ]
+            told = answers_to(opened)
+        finally:
+            for s in opened:
+                s.close()
+    assert statuses == [200] * 20
+    # The default cap of 500 connections waiting on their clients shed the oldest 500 as the
+    # thousand arrived, and each of the client's connections one more.
+    assert told.count(408) >= 500, {status: told.count(status) for status in set(told)}
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_behind_a_proxy_slow_bodies_count_per_forwarded_address(
+    make_env: Callable[..., Env], tmp_path: Path
+) -> None:
+    """Behind a trusted proxy every connection comes from it: one forwarded address's slow
+    bodies past its cap shed its own silent longest, and another address's read is
+    answered."""
+    env = make_env()
+    env.create_admin()
+    environment = server_environment(
+        env.url, tmp_path, trusted_proxies="1", max_connections_per_client="5"
+    )
+    with served(environment) as (base, _):
+        forwarded = {"X-Forwarded-For": "203.0.113.7"}
+        opened = open_slow(base, ["127.0.0.1"], 8, head_of("POST", "/api/v2/login", forwarded, 99))
+        try:
+            other = {"X-Forwarded-For": "203.0.113.9", **env.signed_headers("GET", AGG)}
+            with httpx.Client(timeout=5) as client:
+                read = client.get(base + AGG, headers=other)
+            time.sleep(0.2)  # the shed ones' answers on their way
+            told = answers_to(opened)
+        finally:
+            for s in opened:
+                s.close()
+    assert read.status_code == 200, read.text
+    assert told == [408] * 3 + [0] * 5  # the first three shed: the address holds five
 
 
 # --- uploads: refused from their headers --------------------------------------------------

@@ -124,7 +124,10 @@ class Settings(BaseSettings):
     """Connections open at once per process (capped by the open-file limit); more get 503."""
 
     max_connections_per_client: int = Field(100, ge=1)
-    """Connections one client address may hold open per process, with no proxy; more get 503."""
+    """Connections per client address and process (503 past it); behind proxies, bodies arriving."""
+
+    max_waiting_connections: int = Field(500, ge=1)
+    """Connections per process waiting on their clients; past it, the longest silent gets 408."""
 
     max_limit: int = Field(10000, ge=1)
     """Largest `limit` a paginated operation accepts; larger is a 400."""

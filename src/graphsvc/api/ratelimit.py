@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coredis.exceptions import ResponseError
@@ -221,12 +222,19 @@ def too_many_requests(verdict: Verdict, what: str = "requests") -> ApiError:
 def client_address(scope: Scope, trusted_proxies: int) -> str:
     """The caller's IP: the peer, or with N trusted proxies the address N hops back in
     X-Forwarded-For (anything further left was written by the client and is not trusted)."""
-    peer = (scope.get("client") or ("unknown", 0))[0]
+    return forwarded_client(scope.get("headers", []), scope.get("client"), trusted_proxies)
+
+
+def forwarded_client(
+    headers: Iterable[tuple[bytes, bytes]], peer: tuple[str, int] | None, trusted_proxies: int
+) -> str:
+    """`client_address` from a request's raw headers and its connection's peer."""
+    address = str((peer or ("unknown", 0))[0])
     if trusted_proxies <= 0:
-        return str(peer)
+        return address
     forwarded: list[str] = []
-    for name, value in scope.get("headers", []):
+    for name, value in headers:
         if name == b"x-forwarded-for":
             forwarded += [a.strip() for a in value.decode("latin-1").split(",") if a.strip()]
-    chain = [*forwarded, str(peer)]
+    chain = [*forwarded, address]
     return chain[max(0, len(chain) - 1 - trusted_proxies)]

@@ -7,6 +7,13 @@ for a service on an open network.
 - At most `max_connections` connections are open at once, and at most
   `max_connections_per_client` from one address (when no proxy stands in front); one more is
   answered 503 and closed at once, before it can hold a file descriptor for long.
+- A connection waits on its client while it has sent no request, or one not yet whole, or
+  sits idle between requests. At most `max_waiting_connections` do at once: past that, or
+  when a new connection would pass `max_connections`, the one whose client has been silent
+  longest is answered 408 and closed (slow senders are shed, oldest first, and a new client
+  gets in). Behind trusted proxies, where every connection comes from a proxy, requests whose
+  bodies are still arriving count per forwarded address too: past
+  `max_connections_per_client` of one address, its own silent longest is shed.
 - A connection closed while its request's body is still arriving (an early 413, 408 or 401)
   lingers: what the client still sends is read and dropped, for `LINGER_SECONDS` and
   `LINGER_BYTES` at most, so that a client that writes its whole body before reading (Python's
@@ -38,6 +45,7 @@ import asyncio
 import logging
 import resource
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -49,15 +57,25 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from graphsvc import wire
+from graphsvc.api.ratelimit import forwarded_client
 from graphsvc.api.web import encode, new_request_id
 
 log = logging.getLogger("graphsvc.api.server")
 REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
+SHED_MESSAGE = (
+    "the request did not arrive in time while the server was full: it closes the connections "
+    "whose clients have been silent longest"
+)
 # A lingering close drops what a client still sends for this long and this much at most:
 # Python's http.client writes a whole body (10 MB in the tests) before it reads an answer.
 LINGER_SECONDS = 5.0
 LINGER_BYTES = 64 * 1024 * 1024
 REFUSAL_LOG_SECONDS = 10.0  # refused connections are logged as a count, this often at most
+# An answer is written at once only while its connection's unsent bytes are below this (the
+# event loop's transports pause a writer at 64 KiB too); past it, the request waits on the
+# ASGI path for the client to read. Without it, 65 pipelined requests for an 860 KB answer
+# parked 56 MB on each connection of a client that never read (1.5 GB in 33 s).
+UNSENT_BYTES_AT_ONCE = 64 * 1024
 
 
 def error_bytes(status: int, message: str, context: str) -> bytes:
@@ -81,8 +99,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     header_timeout_seconds = 10.0
     max_connections = 1000
     max_connections_per_client: int | None = 100  # None: no limit (behind proxies)
+    max_waiting_connections = 500
+    trusted_proxies = 0  # behind them, bodies still arriving count per forwarded address
+    max_waiting_per_forwarded = 100
     open_by_client: ClassVar[dict[str, int]] = {}  # open per client address, per server
     refusals: ClassVar[list[float]] = [0, float("-inf")]  # since last logged, and when
+    # The connections waiting on their client, the one silent longest first; per server.
+    waiting: ClassVar[OrderedDict[GuardedHttpProtocol, None]] = OrderedDict()
+    waiting_by_forwarded: ClassVar[dict[str, int]] = {}  # bodies arriving, behind proxies
+    shedding: ClassVar[list[int]] = [0]  # shed connections not yet gone from `connections`
 
     @classmethod
     def configure(
@@ -90,6 +115,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         header_timeout_seconds: float,
         max_connections: int,
         max_connections_per_client: int | None,
+        max_waiting_connections: int = 500,
+        trusted_proxies: int = 0,
+        max_waiting_per_forwarded: int = 100,
     ) -> type[Any]:
         return type(
             cls.__name__,
@@ -98,8 +126,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 "header_timeout_seconds": header_timeout_seconds,
                 "max_connections": max_connections,
                 "max_connections_per_client": max_connections_per_client,
+                "max_waiting_connections": max_waiting_connections,
+                "trusted_proxies": trusted_proxies,
+                "max_waiting_per_forwarded": max_waiting_per_forwarded,
                 "open_by_client": {},
                 "refusals": [0, float("-inf")],
+                "waiting": OrderedDict(),
+                "waiting_by_forwarded": {},
+                "shedding": [0],
             },
         )
 
@@ -112,19 +146,71 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.counted: str | None = None  # the client address this connection counts under
         self.linger_left = 0  # bytes still dropped while lingering
         self.writing_whole = False  # an answer written at once is being written
-        if len(self.connections) > self.max_connections:
+        self.forwarded: str | None = None  # the forwarded address its body counts under
+        self.shed_here = False  # shed, and not yet gone from the server's connections
+        address = self.client[0] if self.client else None
+        per_client = self.max_connections_per_client is not None and address is not None
+        if per_client and (open_here := self.open_by_client.get(address, 0)) >= (
+            self.max_connections_per_client or 0
+        ):
+            self.refuse(transport, f"too many connections from {address} ({open_here})")
+            return
+        # Full: the connection silent longest makes room, if any waits on its client.
+        if len(self.connections) - self.shedding[0] > self.max_connections and not self.shed(
+            self.silent_longest(None)
+        ):
             self.refuse(transport, f"too many connections ({self.max_connections} are open)")
             return
-        address = self.client[0] if self.client else None
-        if self.max_connections_per_client is not None and address is not None:
-            open_here = self.open_by_client.get(address, 0)
-            if open_here >= self.max_connections_per_client:
-                self.refuse(transport, f"too many connections from {address} ({open_here})")
-                return
-            self.open_by_client[address] = open_here + 1
+        if per_client and address is not None:
+            self.open_by_client[address] = self.open_by_client.get(address, 0) + 1
             self.counted = address
         self.coalescing.on_close = self.linger
         self.arm_header_timer()
+        self.start_waiting()
+
+    def start_waiting(self) -> None:
+        """This connection waits on its client; past the cap, the one silent longest is
+        shed."""
+        waiting = self.waiting
+        waiting[self] = None
+        if len(waiting) > self.max_waiting_connections:
+            self.shed(next(iter(waiting)))
+
+    def stop_waiting(self) -> None:
+        self.waiting.pop(self, None)
+        if self.forwarded is not None:
+            left = self.waiting_by_forwarded[self.forwarded] - 1
+            if left:
+                self.waiting_by_forwarded[self.forwarded] = left
+            else:
+                del self.waiting_by_forwarded[self.forwarded]
+            self.forwarded = None
+
+    def silent_longest(self, forwarded: str | None) -> GuardedHttpProtocol | None:
+        """The waiting connection (another than this one) whose client has been silent
+        longest: of all, or of those whose body counts under `forwarded`."""
+        for protocol in self.waiting:
+            if protocol is not self and (forwarded is None or protocol.forwarded == forwarded):
+                return protocol
+        return None
+
+    def shed(self, protocol: GuardedHttpProtocol | None) -> bool:
+        """Answer `protocol`'s request 408 (unless its answer has begun) and close it at once,
+        without lingering; False when there is none to shed."""
+        if protocol is None:
+            return False
+        protocol.stop_waiting()
+        protocol.disarm_header_timer()
+        transport = protocol.coalescing
+        transport.on_close = None  # a slow sender's body is not waited for
+        if not transport.is_closing():
+            cycle = protocol.cycle
+            if cycle is None or not cycle.response_started:
+                transport.write(error_bytes(408, SHED_MESSAGE, "connections"))
+            transport.close()
+        protocol.shed_here = True
+        self.shedding[0] += 1
+        return True
 
     def refuse(self, transport: asyncio.Transport, why: str) -> None:
         transport.write(error_bytes(503, "too many connections: retry shortly", "connections"))
@@ -163,6 +249,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         starting = self.cycle is None or self.cycle.response_complete
         self.awaiting_headers = self.headers_ended = False
+        if self in self.waiting:
+            self.waiting.move_to_end(self)  # heard from: the last to shed
         super().data_received(data)
         # Headers that began (or bytes that came between requests) without ending in this
         # data are on the clock. Most requests arrive whole in one read and never arm the
@@ -173,7 +261,21 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self.awaiting_headers = True
+        if self not in self.waiting:  # a request after one in service (pipelined)
+            self.start_waiting()
         super().on_message_begin()
+
+    def on_message_complete(self) -> None:
+        # The request is whole: the app has it (unless already answered at once from its
+        # headers, the connection then idle).
+        if self.cycle is None or not self.cycle.response_complete:
+            self.stop_waiting()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.cycle.response_complete:
+            self.start_waiting()  # idle until its next request (none was begun behind it)
 
     def linger(self) -> bool:
         """On a close: whether to linger (the request's body is still arriving), having
@@ -203,17 +305,35 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         super().on_headers_complete()
+        if self.trusted_proxies and self.forwarded is None and self in self.waiting:
+            self.count_forwarded(forwarded_client(self.headers, self.client, self.trusted_proxies))
+
+    def count_forwarded(self, address: str) -> None:
+        """Behind proxies: this request's body, still to come, counts under its forwarded
+        address; past the cap, that address's connection silent longest is shed."""
+        self.forwarded = address
+        count = self.waiting_by_forwarded.get(address, 0) + 1
+        self.waiting_by_forwarded[address] = count
+        if count > self.max_waiting_per_forwarded:
+            self.shed(self.silent_longest(address))
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         # A request begun behind another in the same read (pipelined) may have found the
         # keep-alive timer that the answer before it armed.
         self._unset_keepalive_if_required()
         answer_whole = getattr(app, "answer_whole", None)  # not uvicorn's 503 app
-        # A client that does not read its answers is waited for on the ASGI path. So is a
-        # pipelined request that an answer written at once starts as it ends: answered at
-        # once too, each would nest a call for the next (a client's thousand pipelined
-        # requests ran out of stack).
-        if answer_whole is not None and not self.flow.write_paused and not self.writing_whole:
+        # A client that does not read its answers is waited for on the ASGI path, from its
+        # first unsent bytes past the bound: the writes held until the end of the loop's
+        # pass never pause the transport, so its pause alone let a pipelined batch pile up.
+        # So is a pipelined request that an answer written at once starts as it ends:
+        # answered at once too, each would nest a call for the next (a client's thousand
+        # pipelined requests ran out of stack).
+        if (
+            answer_whole is not None
+            and not self.writing_whole
+            and not self.flow.write_paused
+            and self.coalescing.get_write_buffer_size() < UNSENT_BYTES_AT_ONCE
+        ):
             try:
                 answered = answer_whole(cycle.scope)
             except Exception:  # a fault of ours: the request is still answered
@@ -261,6 +381,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm_header_timer()
+        self.stop_waiting()
+        if self.shed_here:
+            self.shed_here = False
+            self.shedding[0] -= 1
         if self.counted is not None:
             left = self.open_by_client[self.counted] - 1
             if left:

@@ -59,10 +59,16 @@ def serve(host: str, port: int, workers: str) -> None:
     # Each connection holds a file; keep a margin for the database, Redis and logs.
     open_files = raise_open_file_limit()
     max_connections = min(settings.max_connections, open_files - 64)
-    # Behind proxies every connection comes from one of them: the cap would refuse clients.
+    # Behind proxies every connection comes from one of them: the cap would refuse clients;
+    # bodies still arriving count per forwarded address instead.
     per_client = settings.max_connections_per_client if settings.trusted_proxies == 0 else None
     protocol = GuardedHttpProtocol.configure(
-        settings.header_timeout_seconds, max_connections, per_client
+        settings.header_timeout_seconds,
+        max_connections,
+        per_client,
+        max_waiting_connections=settings.max_waiting_connections,
+        trusted_proxies=settings.trusted_proxies,
+        max_waiting_per_forwarded=settings.max_connections_per_client,
     )
     announce(settings, host, port, max_connections, count)
     serve_here = functools.partial(run_worker, settings, host, port, protocol)
