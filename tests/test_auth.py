@@ -22,6 +22,7 @@ from graphsvc.api.app import create_app
 from graphsvc.api.auth import Authenticator, Identity, TokenRefused
 from graphsvc.api.web import Request
 from graphsvc.errors import ApiError
+from graphsvc.logs import token_hash
 from graphsvc.signatures import sign_request
 from graphsvc.store.db import Connection
 from tests.conftest import Env, make_settings, signed_headers
@@ -334,7 +335,7 @@ def test_the_audit_event_of_a_refused_token_says_why(
         and (fields := record.__dict__["fields"])["event"] == "auth.failed"
     ]
     assert failed and failed[-1]["auth_failure"] == "revoked_token"
-    assert failed[-1]["token_id"] == revoked.id
+    assert failed[-1]["token_hash"] == token_hash(revoked.id) and "token_id" not in failed[-1]
 
 
 def test_signature_of_another_method_or_body_fails(env: Env) -> None:

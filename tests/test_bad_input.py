@@ -171,3 +171,26 @@ def test_a_query_parameter_an_operation_does_not_take_is_400_naming_it(
     (error,) = response.json()["errors"]
     assert error["context"] == "run_id"
     assert error["message"].startswith("unknown query parameter 'run_id': " + takes), error
+
+
+@pytest.mark.parametrize(
+    ("uri", "parameter"),
+    [
+        # 999 filters: past SQLite's 998 statement variables before, a 500
+        ("/api/v2/file-upload?" + "&".join(["status=neq:7"] * 999), "status"),
+        ("/api/v2/file-upload?" + "&".join(["sort_by=id"] * 3000), "sort_by"),
+        ("/api/v2/file-upload?sort_by=id&sort_by=-id", "sort_by"),
+        # a NUL in query text, which PostgreSQL cannot compare
+        ("/api/v2/graphs/shortest-path?start_node=%00&end_node=x", "start_node"),
+        ("/api/v2/search?q=x&type=%00", "type"),
+        ("/api/v2/search?q=%00", "q"),
+        # a year before `before` is before the first year
+        ("/api/v2/audit?before=0001-01-01T00:00:00Z", "before"),
+    ],
+)
+def test_cheap_hostile_queries_are_400_naming_the_parameter(
+    env: Env, uri: str, parameter: str
+) -> None:
+    response = env.get(uri)
+    assert response.status_code == 400, response.text[:300]
+    assert first_error(response)["context"] == parameter

@@ -109,7 +109,7 @@ def test_names_times_and_several_filters_together(env: Env, named_tokens: dict[s
         ("created_at=gte:yesterday", 400, "filter created_at must be an RFC 3339 date-time, "
          "got 'yesterday'"),
         ("user_id=eq:42", 400, "filter user_id must be a UUID, got '42'"),
-        ("name=eq:a%00b", 400, "filter name holds a NUL character"),
+        ("name=eq:a%00b", 400, "query parameter 'name' must not contain a NUL character"),
         ("sort_by=id", 400, "sort_by: cannot sort by 'id'; sortable: created_at, deleted_at, "
          "last_access, name, updated_at"),
     ],

@@ -27,6 +27,7 @@ from graphsvc.logs import (
     audit,
     configure_logging,
     log_request_line,
+    token_hash,
 )
 from graphsvc.settings import Settings
 from tests.conftest import TEST_FERNET_KEY, Env
@@ -69,7 +70,8 @@ def test_the_request_id_is_the_same_in_header_body_and_log(env: Env, lines: io.S
     line = request_lines(lines)[-1]
     assert line["request_id"] == request_id and line["status"] == 404
     assert line["path"] == "/api/v2/saml/providers/999" and line["method"] == "GET"
-    assert line["token_id"] == env.token.id and line["error_context"] == "saml_provider_id"
+    assert line["token_hash"] == token_hash(env.token.id) and "token_id" not in line
+    assert line["error_context"] == "saml_provider_id"
     assert line["error_code"] == "not_found"
     assert isinstance(line["duration_ms"], float) and line["client"]
 
@@ -132,7 +134,7 @@ def test_account_changes_on_the_command_line_are_audited(env: Env, lines: io.Str
     names = [e["event"] for e in events(lines)]
     assert {"token.created", "token.revoked", "user.disabled"} <= set(names)
     revoked = next(e for e in events(lines) if e["event"] == "token.revoked")
-    assert revoked["token_id"] == token_id and "command line" in str(revoked["actor"])
+    assert revoked["token_hash"] == token_hash(token_id) and "command line" in str(revoked["actor"])
 
 
 def test_no_secret_reaches_any_log_line(
@@ -154,10 +156,11 @@ def test_no_secret_reaches_any_log_line(
     )
     made = env.get("/api/v2/self").json()["data"]["token"]["id"]
     text = lines.getvalue()
-    assert made in text  # the lines are there...
+    assert token_hash(made) in text  # the lines are there...
     signature = env.signed_headers("GET", AGG)["Signature"]
-    for secret in (demo.admin_secret, demo.token_key, jwt, signature, TEST_FERNET_KEY):
-        assert secret not in text  # ...and no secret is in them
+    # ...and no secret is in them, nor a token's id, which with a leaked key signs requests
+    for secret in (demo.admin_secret, demo.token_key, jwt, signature, TEST_FERNET_KEY, made):
+        assert secret not in text.lower() and secret not in text
 
 
 def test_readiness_reports_the_database_and_redis(

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
+import hashlib
 import logging
 import math
 import re
@@ -339,10 +341,23 @@ RECORDED: contextvars.ContextVar[list[AuditEvent] | None] = contextvars.ContextV
 )
 
 
+@functools.lru_cache(maxsize=4096)
+def token_hash(token_id: str) -> str:
+    """What a log line shows of an API token's id: the first 12 hex digits of its SHA-256
+    (`printf %s ID | sha256sum`). An id is half of what signs a request, and log lines
+    reach more readers than the store does; one who knew an id could make the server
+    receive a whole upload body before its signature failed."""
+    return hashlib.sha256(token_id.lower().encode()).hexdigest()[:12]
+
+
 def audit(event: str, message: str, **fields: Any) -> None:
     """A security event: `event` names it (login.failed, auth.failed, token.revoked, ...).
-    Logged; and kept for the store when a change under way is recording its events."""
-    log_safely(AUDIT, logging.INFO, message, {"fields": {"event": event, **fields}})
+    Logged, a token id as its `token_hash`; and kept for the store, id and all, when a
+    change under way is recording its events."""
+    logged = {"event": event, **fields}
+    if logged.get("token_id"):
+        logged["token_hash"] = token_hash(logged.pop("token_id"))
+    log_safely(AUDIT, logging.INFO, message, {"fields": logged})
     recorded = RECORDED.get()
     if recorded is not None:
         recorded.append(AuditEvent(event, message, fields, datetime.now(UTC)))

@@ -22,7 +22,7 @@ from graphsvc.accounts.permissions import (
 from graphsvc.accounts.users import validate_name
 from graphsvc.crypto import KeyBox, new_token_key
 from graphsvc.errors import bad_request, forbidden, not_found
-from graphsvc.logs import audit
+from graphsvc.logs import audit, token_hash
 from graphsvc.signatures import HMAC_METHOD
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
@@ -145,7 +145,7 @@ async def create_api_token(
     assert token is not None
     audit(
         "token.created",
-        f"token {created.id} created for user {user_id} by {actor(caller)}",
+        f"token {token_hash(created.id)} created for user {user_id} by {actor(caller)}",
         token_id=created.id,
         user_id=user_id,
         actor=actor(caller),
@@ -199,7 +199,7 @@ async def revoke_api_token(
         cache.forget_token(token_id)
     audit(
         "token.revoked",
-        f"token {token_id} of user {owner} revoked by {actor(caller)}",
+        f"token {token_hash(token_id)} of user {owner} revoked by {actor(caller)}",
         token_id=token_id,
         user_id=owner,
         actor=actor(caller),

@@ -41,6 +41,7 @@ from graphsvc.api.params import (
     Filters,
     TheCaller,
     query_names_of,
+    refuse_nul_in_query,
     refuse_undeclared_query,
 )
 from graphsvc.api.ratelimit import (
@@ -77,7 +78,7 @@ from graphsvc.console.assets import load_console_files
 from graphsvc.crypto import KeyBox
 from graphsvc.errors import ApiError, bad_request, forbidden, not_found
 from graphsvc.graph.paths import PathIndex
-from graphsvc.logs import REQUESTS, audit, log_request_line, recording_audit
+from graphsvc.logs import REQUESTS, audit, log_request_line, recording_audit, token_hash
 from graphsvc.settings import Settings
 from graphsvc.store import accounts
 from graphsvc.store.db import (
@@ -651,6 +652,7 @@ class App:
         """Authorize the caller for `op` and read its parameters: the handler's arguments, but
         for its body."""
         principal = self.authorize_caller(op, request, identity)
+        refuse_nul_in_query(request.query)
         names = self.query_names.get(op.operation_id)
         if names is not None:
             refuse_undeclared_query(request.query, names)
@@ -755,7 +757,7 @@ def caller_fields(identity: Identity) -> dict[str, str]:
     if identity.principal is not None:
         fields["user_id"] = identity.principal.user_id
     if identity.token_id is not None:
-        fields["token_id"] = identity.token_id
+        fields["token_hash"] = token_hash(identity.token_id)
     return fields
 
 

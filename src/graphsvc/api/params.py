@@ -82,12 +82,16 @@ def parse_sort(query: Query, columns: Collection[str], default: Sequence[SortKey
     if not values:
         return list(default)
     sort = []
+    seen = set()
     for value in values:
         column = value.removeprefix("-")
         if column not in columns:
             allowed = ", ".join(sorted(columns))
             shown = repr(value) if value else "an empty value"
             raise bad_request(f"sort_by: cannot sort by {shown}; sortable: {allowed}", "sort_by")
+        if column in seen:  # a second key on a column changes nothing; thousands broke SQLite
+            raise bad_request(f"sort_by: {column!r} is named more than once", "sort_by")
+        seen.add(column)
         sort.append(SortKey(column, value.startswith("-")))
     return sort
 
@@ -358,10 +362,16 @@ class BeforeAfter:
         if raw_before is None:
             request.shows_now = True
         before = datetime.now(UTC) if raw_before is None else parse_time(raw_before, "before")
-        after = (
-            before - timedelta(days=365) if raw_after is None else parse_time(raw_after, "after")
-        )
-        return Window(after, before)
+        if raw_after is not None:
+            return Window(parse_time(raw_after, "after"), before)
+        try:
+            return Window(before - timedelta(days=365), before)
+        except OverflowError:  # a year before the first year
+            raise bad_request(
+                "query parameter before must be at least a year after 0001-01-01 when after "
+                "is not given (after defaults to a year before it)",
+                "before",
+            ) from None
 
     def document(self) -> list[Document]:
         return [
@@ -414,6 +424,8 @@ class Sorting:
         return [query_document("sort_by", {"type": "string"}, description, repeated=True)]
 
 
+# Each filter is a statement variable: 999 of them passed SQLite's limit (a 500 before).
+MAX_FILTERS = 100
 FILTER = re.compile(r"(~eq|eq|neq|gte|gt|lte|lt):(.*)", re.DOTALL)
 OPERATOR_PREFIX = re.compile(r"[~\w]+:")
 
@@ -423,6 +435,14 @@ def query_names_of(parameters: Sequence[Parameter]) -> frozenset[str]:
     return frozenset(
         str(doc["name"]) for p in parameters for doc in p.document() if doc["in"] == "query"
     )
+
+
+def refuse_nul_in_query(query: Query) -> None:
+    """A 400 naming the first query parameter whose name or value holds a NUL character,
+    which no store keeps or compares in text (PostgreSQL fails the statement)."""
+    for name, values in query.items():
+        if "\x00" in name or any("\x00" in value for value in values):
+            raise bad_request(f"query parameter {name!r} must not contain a NUL character", name)
 
 
 def refuse_undeclared_query(query: Query, names: frozenset[str]) -> None:
@@ -460,6 +480,12 @@ class Filters:
                     name,
                 )
             filters += [parse_filter(name, column, raw) for raw in values]
+            if len(filters) > MAX_FILTERS:
+                raise bad_request(
+                    f"{name}: at most {MAX_FILTERS} filters in one request (they are ANDed: "
+                    "a few narrower ones say the same)",
+                    name,
+                )
         return filters
 
     def document(self) -> list[Document]:
@@ -520,9 +546,7 @@ def parse_filter_value(name: str, column: FilterColumn, text: str) -> Any:
                 name,
             )
         return int(text)
-    if "\x00" in text:  # no store keeps one in text
-        raise bad_request(f"filter {name} holds a NUL character", name)
-    return text
+    return text  # a NUL was refused with the query (refuse_nul_in_query)
 
 
 @dataclass(frozen=True)
