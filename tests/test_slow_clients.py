@@ -338,6 +338,49 @@ def test_an_upload_is_refused_from_its_headers_before_its_body(
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
+def test_a_large_file_signed_for_a_job_its_token_did_not_start_is_refused_from_its_headers(
+    make_env: Callable[..., Env], tmp_path: Path
+) -> None:
+    """A signature covers the body, so it is checked once the body is in: a client with a
+    token's id and no key could have the server receive a whole file first. A file over
+    64 KiB signed with a token is taken only for a job that token started."""
+    env = make_env()
+    env.create_admin()
+    large = b'{"data": "' + b"x" * (100 << 10) + b'"}'
+    with (
+        served(server_environment(env.url, tmp_path)) as (base, _),
+        httpx.Client(base_url=base) as client,
+    ):
+        jwt = client.post(
+            "/api/v2/login",
+            json={"login_method": "secret", "username": "admin", "secret": "admin-secret"},
+        ).json()["data"]["session_token"]
+        session = {"Authorization": f"Bearer {jwt}"}
+        started = client.post(f"{JOBS}/start", headers=session)
+        assert started.status_code == 201, started.text
+        uri = f"{JOBS}/{started.json()['data']['id']}"
+        forged = tokens.CreatedToken(env.token.id, "not-its-key", None)
+        for token in (forged, env.token):  # refused before a byte of the 50 MB is sent
+            status, message = refused_before_the_body(base, uri, signed_headers(token, "POST", uri))
+            assert status == 401 and "only for a job started with that token" in message
+
+        def send(uri: str, body: bytes) -> httpx.Response:
+            headers = {
+                **signed_headers(env.token, "POST", uri, body=body),
+                "Content-Type": "application/json",
+            }
+            return client.post(uri, content=body, headers=headers)
+
+        assert send(uri, b"{}").status_code == 202  # small: its signature checked at its end
+        own = f"{JOBS}/start"
+        started = client.post(own, headers=signed_headers(env.token, "POST", own))
+        mine = f"{JOBS}/{started.json()['data']['id']}"
+        sent = send(mine, large)  # a job the token started takes its large files
+        assert sent.status_code == 202, sent.text
+        check_against_openapi("POST", f"{JOBS}/{{file_upload_job_id}}", sent)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
 def test_a_full_disk_while_a_file_arrives_is_507_and_keeps_nothing(
     monkeypatch: pytest.MonkeyPatch, env: Env
 ) -> None:

@@ -394,7 +394,8 @@ class App:
                     identity = found if isinstance(found, Identity) else found.claimed_identity()
                     arguments = self.admit_caller(op, request, identity)
                     if op.admit is not None:
-                        await op.admit(conn, **arguments)
+                        declared = declared_length(request.scope)
+                        await op.admit(conn, declared_bytes=declared, **arguments)
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
                     async with self.noting_arrival(op, arguments):
                         await receive_upload(request, spool, content_type, found)

@@ -113,7 +113,8 @@ class Operation:
     # signature checked on the way), passed as `upload`; the transaction opens after it.
     upload: bool = False
     # An upload's check of its target, run before its body is read: given the handler's
-    # arguments but the upload (it raises what refuses the request).
+    # arguments but the upload, and `declared_bytes`, the body's Content-Length (None: not
+    # declared); it raises what refuses the request.
     admit: Callable[..., Awaitable[None]] | None = None
     # While an upload's body arrives, run every few seconds in a transaction of its own,
     # given the same arguments as `admit` (it keeps a job from timing out under a slow file).

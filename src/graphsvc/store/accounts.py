@@ -501,7 +501,14 @@ async def role_permission_names(conn: Connection, role_id: int) -> tuple[str, li
 
 
 async def touch_token(conn: Connection, token_id: str, now: datetime) -> None:
-    await conn.execute("UPDATE auth_tokens SET last_access = $2 WHERE id = $1", token_id, now)
+    """Note a verified use; never moved back (a use noted late, after a later one written at
+    once, as a job's start writes it)."""
+    await conn.execute(
+        """UPDATE auth_tokens SET last_access = $2
+        WHERE id = $1 AND (last_access IS NULL OR last_access < $2)""",
+        token_id,
+        now,
+    )
 
 
 async def insert_session(

@@ -15,9 +15,9 @@ from typing import IO
 
 from graphsvc import wire
 from graphsvc.accounts.permissions import MANAGE_USERS, READ_GRAPH, Caller
-from graphsvc.errors import bad_request, not_found
+from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.logs import audit
-from graphsvc.store import uploads
+from graphsvc.store import accounts, uploads
 from graphsvc.store.db import Connection
 from graphsvc.store.filters import Filter
 from graphsvc.store.paging import Page, SortKey
@@ -109,10 +109,38 @@ def require_running(job: uploads.JobRow, action: str) -> None:
         )
 
 
-async def check_upload_target(conn: Connection, caller: Caller, job_id: int) -> None:
+# A signed file's signature covers its body, so it can only be checked once the body is in.
+# A client that knows a token's id but not its key may make the server receive this much of
+# a file for a job that token did not start; more is refused from the headers (before, it
+# could have the server spool a whole 4 GiB body before the 401).
+UNPROVEN_UPLOAD_BYTES = 64 * 1024
+
+
+async def check_upload_target(
+    conn: Connection, caller: Caller, job_id: int, declared_bytes: int | None
+) -> None:
     """Refuse a file for a job the caller may not add to, before the file is received;
-    `store_upload` checks again, under the job's lock, once it has been."""
-    require_running(await get_own_job(conn, caller, job_id, lock=False), "take more files")
+    `store_upload` checks again, under the job's lock, once it has been. A file signed with
+    a token, of `declared_bytes` (None: not declared) over UNPROVEN_UPLOAD_BYTES, is taken
+    only once the token's key has been proven since the job started: by the signed start of
+    the job (which notes it), or any verified request of the token since."""
+    job = await get_own_job(conn, caller, job_id, lock=False)
+    require_running(job, "take more files")
+    if caller.token_id is None or (
+        declared_bytes is not None and declared_bytes <= UNPROVEN_UPLOAD_BYTES
+    ):
+        return
+    token = await accounts.find_user_token(conn, caller.token_id)
+    if token is None or token.last_access is None or token.last_access < job.start_time:
+        raise ApiError(
+            401,
+            f"a file over {UNPROVEN_UPLOAD_BYTES // 1024} KiB is taken, when signed with a "
+            f"token, only for a job started with that token: start a job with it "
+            "(POST /api/v2/file-upload/start) and send the file to that job",
+            "Authorization",
+            {"Connection": "close"},  # the body is not read
+            code="unproven_token",
+        )
 
 
 async def note_file_arriving(conn: Connection, caller: Caller, job_id: int) -> None:
@@ -124,6 +152,8 @@ async def note_file_arriving(conn: Connection, caller: Caller, job_id: int) -> N
 async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJobResponse:
     now = datetime.now(UTC)
     job = await uploads.insert_job(conn, caller.principal.user_id, now)
+    if caller.token_id is not None:  # its key is proven: its files are taken (see above)
+        await accounts.touch_token(conn, caller.token_id, now)
     audit("upload.started", f"file-upload job {job.id} started", job_id=job.id, user_id=job.user_id)
     return wire.FileUploadJobResponse(build_job(job, []))
 
