@@ -149,21 +149,22 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.forwarded: str | None = None  # the forwarded address its body counts under
         self.shed_here = False  # shed, and not yet gone from the server's connections
         address = self.client[0] if self.client else None
-        per_client = self.max_connections_per_client is not None and address is not None
-        if per_client and (open_here := self.open_by_client.get(address, 0)) >= (
-            self.max_connections_per_client or 0
-        ):
-            self.refuse(transport, f"too many connections from {address} ({open_here})")
-            return
+        cap = self.max_connections_per_client
+        counted = address if cap is not None else None
+        if counted is not None and cap is not None:
+            open_here = self.open_by_client.get(counted, 0)
+            if open_here >= cap:
+                self.refuse(transport, f"too many connections from {counted} ({open_here})")
+                return
         # Full: the connection silent longest makes room, if any waits on its client.
         if len(self.connections) - self.shedding[0] > self.max_connections and not self.shed(
             self.silent_longest(None)
         ):
             self.refuse(transport, f"too many connections ({self.max_connections} are open)")
             return
-        if per_client and address is not None:
-            self.open_by_client[address] = self.open_by_client.get(address, 0) + 1
-            self.counted = address
+        if counted is not None:
+            self.open_by_client[counted] = self.open_by_client.get(counted, 0) + 1
+            self.counted = counted
         self.coalescing.on_close = self.linger
         self.arm_header_timer()
         self.start_waiting()
