@@ -1,13 +1,21 @@
 """Users over HTTP as the reference has them: create (POST), the profile fields and the
 last login, the self-edit rules (one's own role may be sent unchanged, one may enable but
 not disable oneself), one's own secret under auth/ManageSelf with the current one, and
-the list's filters. Both stores, answers validated against the OpenAPI document."""
+the list's filters; names that read alike refused, and a deleted user's name given again.
+Both stores, answers validated against the OpenAPI document."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import argon2
+import pytest
+
+from graphsvc import crypto
+from graphsvc.accounts import users
+from graphsvc.store.db import Connection, run_in_transaction
 from tests.conftest import Env
 from tests.test_tokens import send, user_id_of
 
@@ -171,6 +179,108 @@ def test_an_expired_secret_must_be_changed_first(env: Env) -> None:
         == 200
     )
     assert env.send_login("ivy", "ivys-last-secret").json()["data"]["auth_expired"] is False
+
+
+def test_a_secret_changed_while_the_current_one_is_checked_is_kept(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One's own new secret is hashed before the change's transaction: a change that lands
+    meanwhile (an administrator's here) is not overwritten on the strength of the current
+    secret checked before it, and the answer says so (409)."""
+    henry_id = create(env, principal="henry", secret="henrys-first-secret").json()["data"]["id"]
+    own = env.run_in_transaction(lambda conn: _token_for(env, conn, "henry"))
+
+    async def set_by_the_admin(conn: Connection) -> None:
+        await users.store_user_secret(conn, henry_id, "set-by-the-admin")
+
+    class Meanwhile(argon2.PasswordHasher):
+        def hash(self, password: str | bytes, *, salt: bytes | None = None) -> str:
+            if password == "henrys-second-secret":  # the change under way: another lands
+                asyncio.run(run_in_transaction(env.url, set_by_the_admin))
+            return super().hash(password, salt=salt)
+
+    cheapest = argon2.profiles.CHEAPEST
+    hasher = Meanwhile(cheapest.time_cost, cheapest.memory_cost, cheapest.parallelism)
+    monkeypatch.setattr(crypto, "password_hasher", hasher)
+    body = {"secret": "henrys-second-secret", "current_secret": "henrys-first-secret"}
+    refused = send(env, "PUT", f"{USERS}/{henry_id}/secret", body, own)
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["errors"][0]
+    assert error["context"] == "current_secret"
+    assert error["message"].startswith("the secret changed while current_secret was being")
+    env.login("henry", "set-by-the-admin")
+    assert env.send_login("henry", "henrys-second-secret").status_code == 401
+
+
+def test_names_that_read_alike_are_one_name(env: Env) -> None:
+    """Compared in NFKC, case-folded and trimmed: another user's name in other letters is a
+    409 naming the user; login stays exact, as the reference's."""
+    full_width, circled = "\uff41\uff44\uff4d\uff49\uff4e", "\u24d0dmin"
+    cases = [
+        ("ADMIN", "user name 'ADMIN' reads as the existing user 'admin'"),
+        (full_width, f"user name '{full_width}' reads as the existing user 'admin'"),
+        (circled, f"user name '{circled}' reads as the existing user 'admin'"),
+    ]
+    for name, message in cases:
+        refused = create(env, principal=name)
+        assert refused.status_code == 409, (name, refused.text)
+        error = refused.json()["errors"][0]
+        assert (error["context"], error["message"][: len(message)]) == ("principal", message)
+    kim = create(env, principal="kim").json()["data"]
+    renamed = send(env, "PATCH", f"{USERS}/{kim['id']}", {"principal": "ADMIN"})
+    assert renamed.status_code == 409, renamed.text
+    assert renamed.json()["errors"][0]["message"].startswith("user name 'ADMIN' reads as")
+    # One's own name in other letters is one's own.
+    assert send(env, "PATCH", f"{USERS}/{kim['id']}", {"principal": "Kim"}).status_code == 200
+    assert env.send_login("ADMIN", "admin-secret").status_code == 401
+    cli = env.cli("user", "create", "Admin", "--role", "User")
+    assert cli.exit_code == 1 and "user name 'Admin' reads as the existing user" in cli.stderr
+
+
+def test_names_that_could_pass_for_another_are_refused(env: Env) -> None:
+    cases = [
+        ("\u0430dmin", "principal mixes scripts (Cyrillic, Latin)"),  # a Cyrillic a
+        ("\u0391dmin", "principal mixes scripts (Greek, Latin)"),  # a Greek capital alpha
+        ("ad\u200bmin", "principal must not hold invisible or control characters (U+200B)"),
+        ("admin\u202e", "principal must not hold invisible or control characters (U+202E)"),
+        ("admin ", "principal must not begin or end with white space"),
+        ("\ufdfa" * 20, "principal must be at most 255 characters once normalized"),
+    ]
+    for name, message in cases:
+        refused = create(env, principal=name)
+        assert refused.status_code == 400, (name, refused.text)
+        error = refused.json()["errors"][0]
+        assert (error["context"], error["message"][: len(message)]) == ("principal", message)
+    # One script, digits and punctuation, or the ways CJK names are written, are fine.
+    for name in ("\u0438\u0432\u0430\u043d", "\u5c71\u7530\u305f\u308d\u3046", "jos\u00e9.m-2"):
+        made = create(env, principal=name)
+        assert made.status_code == 200, (name, made.text)
+    refused = send(
+        env, "PATCH", f"{USERS}/{user_id_of(env, env.token)}", {"principal": "\u0430dmin"}
+    )
+    assert refused.status_code == 400
+    cli = env.cli("user", "create", "\u0430dmin", "--role", "User")
+    assert cli.exit_code == 1 and "name mixes scripts (Cyrillic, Latin)" in cli.stderr
+
+
+def test_a_deleted_users_name_can_be_given_again(env: Env) -> None:
+    """The deleted user's row stays (the audit log names it by id too), its name free."""
+    first = create(env, principal="olive", secret="olives-first-secret").json()["data"]
+    assert send(env, "DELETE", f"{USERS}/{first['id']}").status_code == 200
+    again = create(env, principal="olive", secret="olives-other-secret")
+    assert again.status_code == 200, again.text
+    second = again.json()["data"]
+    assert second["id"] != first["id"] and second["principal_name"] == "olive"
+    env.login("olive", "olives-other-secret")
+    assert env.send_login("olive", "olives-first-secret").status_code == 401
+    created = [
+        e["fields"] for e in env.get("/api/v2/audit?action=eq:CreateUser").json()["data"]["logs"]
+    ]
+    assert [f["user"] for f in created] == ["olive", "olive"]
+    # Once more, in other letters; and a live name still refuses its look-alikes.
+    assert send(env, "DELETE", f"{USERS}/{second['id']}").status_code == 200
+    assert create(env, principal="Olive").status_code == 200
+    assert create(env, principal="OLIVE").status_code == 409
 
 
 async def _token_for(env: Env, conn: Any, name: str) -> Any:

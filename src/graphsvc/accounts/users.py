@@ -6,12 +6,13 @@ Managing users takes `auth/ManageUsers`; an Administrator cannot lock itself out
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from graphsvc import wire
+from graphsvc.accounts.names import check_user_name, name_key
 from graphsvc.accounts.permissions import (
     MANAGE_SELF,
     MANAGE_USERS,
@@ -21,8 +22,8 @@ from graphsvc.accounts.permissions import (
     confirm_caller,
 )
 from graphsvc.accounts.roles import read_role
-from graphsvc.crypto import hash_secret, verify_secret
-from graphsvc.errors import bad_request, conflict, forbidden, not_found
+from graphsvc.crypto import hash_secret
+from graphsvc.errors import bad_request, conflict, forbidden, not_found, unauthorized
 from graphsvc.logs import audit
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
@@ -77,19 +78,38 @@ async def store_new_user(
     disabled: bool,
     profile: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> str:
-    """`field` names the name where the caller took it from (`name`, `principal`)."""
-    if not name.strip():
-        raise bad_request("user name must not be empty", field)
+    """`field` names the name where the caller took it from (`name`, `principal`). A deleted
+    user's name may be given again: the audit log names users by id as well, and the
+    reference server, which removes a deleted user's row, frees the name too."""
     validate_name(name, field)
-    if await accounts.find_user_id(conn, name) is not None:
-        raise conflict(f"user {name!r} already exists", field)
+    key = check_user_name(name, field)
+    await refuse_taken_name(conn, name, key, field)
     if secret is not None:
         validate_secret(secret)
     user_id = str(uuid.uuid4())
     digest = hash_secret(secret) if secret else None
     now = datetime.now(UTC)
-    await accounts.insert_user(conn, user_id, name, role_id, digest, disabled, now, profile)
+    if not await accounts.insert_user(
+        conn, user_id, name, key, role_id, digest, disabled, now, profile
+    ):
+        raise conflict(f"a user named {name!r} or alike was created meanwhile", field)
     return user_id
+
+
+async def refuse_taken_name(
+    conn: Connection, name: str, key: str, field: str, user_id: str | None = None
+) -> None:
+    """A 409 when a live user other than `user_id` has a name of this key."""
+    found = await accounts.find_user_by_key(conn, key)
+    if found is None or found[0] == user_id:
+        return
+    if found[1] == name:
+        raise conflict(f"user {name!r} already exists", field)
+    raise conflict(
+        f"user name {name!r} reads as the existing user {found[1]!r}: names are compared "
+        "ignoring case, width and surrounding spaces",
+        field,
+    )
 
 
 async def create_user_account(
@@ -128,13 +148,10 @@ async def check_role(conn: Connection, roles: list[int]) -> int:
     return roles[0]
 
 
-async def store_user_secret(
-    conn: Connection, user_id: str, secret: str, expired: bool = False
-) -> None:
-    """Keep a new secret's hash; its sessions stay (the demo, which resets its own secret).
-    `expired`: the user must set another at its next login (`needs_password_reset`)."""
+async def store_user_secret(conn: Connection, user_id: str, secret: str) -> None:
+    """Keep a new secret's hash; its sessions stay (the demo, which resets its own secret)."""
     validate_secret(secret)
-    await accounts.set_user_secret(conn, user_id, hash_secret(secret), expired, datetime.now(UTC))
+    await accounts.set_user_secret(conn, user_id, hash_secret(secret), False, datetime.now(UTC))
 
 
 async def find_user_by_name(conn: Connection, name: str) -> accounts.UserRow:
@@ -256,13 +273,13 @@ async def update_profile(
     )
     if (name, *profile) == (user.name, user.first_name, user.last_name, user.email_address):
         return
-    if name != user.name:
+    if name == user.name:
+        key = name_key(name)  # kept as it is: a name given before the rules stays
+    else:
         validate_name(name, "principal")
-        if not name.strip():
-            raise bad_request("user name must not be empty", "principal")
-        if await accounts.find_user_id(conn, name) is not None:
-            raise conflict(f"user {name!r} already exists", "principal")
-    await accounts.set_user_profile(conn, user.id, name, *profile, now)
+        key = check_user_name(name, "principal")
+        await refuse_taken_name(conn, name, key, "principal", user.id)
+    await accounts.set_user_profile(conn, user.id, name, key, *profile, now)
     audit(
         "user.profile_changed",
         f"user {user.name} profile changed by {actor(caller)}"
@@ -288,21 +305,64 @@ async def delete_user(
     return user
 
 
+@dataclass(frozen=True)
+class NewSecret:
+    """A secret change's password work, done before its transaction (`prepare_secret_change`
+    in api/login.py, the command line): each check or hash costs about 0.2 s of CPU, which
+    in the transaction held SQLite's one write lock and on the event loop stalled every
+    request. `verified`: for one's own change, the digest `current_secret` was checked
+    against."""
+
+    digest: str
+    verified: str | None = None
+
+
+def changes_own_secret(caller: Caller | None, user_id: str) -> bool:
+    """Whether a secret change is the caller's own; refused (403) before any password work
+    when the caller, as the request authenticated it, lacks the permission it takes. The
+    change's transaction checks the caller again (`confirm_caller`)."""
+    own = caller is not None and caller.principal.user_id == user_id
+    needed = MANAGE_SELF if own else MANAGE_USERS
+    if caller is not None and needed not in caller.permissions:
+        raise forbidden(f"permission {needed} is required", "permission_missing")
+    return own
+
+
+async def read_own_secret(conn: Connection, user_id: str) -> tuple[str, str | None]:
+    """The caller's name and secret digest, for checking its `current_secret`."""
+    found = await accounts.read_user_secret(conn, user_id)
+    if found is None:
+        raise unauthorized(f"the calling user {user_id} no longer exists", "deleted_user")
+    return found
+
+
 async def set_user_secret(
-    conn: Connection, caller: Caller | None, user_id: str, body: wire.UserSecret
+    conn: Connection,
+    caller: Caller | None,
+    user_id: str,
+    body: wire.UserSecret,
+    prepared: NewSecret,
 ) -> wire.UserResponse:
-    """A new login secret; the user's sessions end (its tokens, which the secret does not
-    sign, stay). One's own takes auth/ManageSelf and the current secret; another user's
-    takes auth/ManageUsers (as the reference)."""
+    """A new login secret, hashed beforehand (`prepared`); the user's sessions end (its
+    tokens, which the secret does not sign, stay). One's own takes auth/ManageSelf and the
+    current secret, verified beforehand; another user's takes auth/ManageUsers (as the
+    reference)."""
     if caller is not None and caller.principal.user_id == user_id:
+        stored = await accounts.lock_secret_digest(conn, user_id)
         caller = await confirm_caller(conn, caller, MANAGE_SELF)
-        await check_current_secret(conn, user_id, body.current_secret)
+        # Verified against the digest stored then: a change that landed since (another
+        # session's, an administrator's) is not overwritten on the strength of the old secret.
+        if prepared.verified is None or stored != prepared.verified:
+            raise conflict(
+                "the secret changed while current_secret was being checked: send the current one",
+                "current_secret",
+            )
         expired = False  # the user has just chosen it
     else:
         caller = await confirm_manager(conn, caller)
         expired = body.needs_password_reset
     user = await get_user_row(conn, user_id)
-    await store_user_secret(conn, user_id, body.secret, expired)
+    await accounts.set_user_secret(conn, user_id, prepared.digest, expired, datetime.now(UTC))
     await accounts.delete_user_sessions(conn, user_id)
     audit(
         "user.secret_changed",
@@ -310,12 +370,3 @@ async def set_user_secret(
         user=user.name,
     )
     return await get_user(conn, user_id)
-
-
-async def check_current_secret(conn: Connection, user_id: str, current: str | None) -> None:
-    if not current:
-        raise bad_request("current_secret is required to change one's own secret", "current_secret")
-    digest = await accounts.read_secret_digest(conn, user_id)
-    # About 0.2 s of CPU (argon2): off the event loop.
-    if not await asyncio.to_thread(verify_secret, digest, current):
-        raise forbidden("current_secret is not the user's secret", "current_secret")

@@ -405,9 +405,10 @@ class App:
                 # The whole body first: a client slow to send it must not hold a connection
                 # of the pool meanwhile.
                 await request.body()
+                prepared = await self.prepare_write(op, request, decoder)
                 async with self.db.transaction() as conn:
                     identity = await self.auth.authenticate(conn, request)
-                    arguments = self.admit_caller(op, request, identity)
+                    arguments = {**self.admit_caller(op, request, identity), **prepared}
                     body = await self.run_audited(op, conn, request, arguments, decoder)
             else:
                 await request.body()
@@ -426,6 +427,21 @@ class App:
             return json_response(body, op.status, headers)
 
         return endpoint
+
+    async def prepare_write(
+        self, op: Operation, request: Request, decoder: msgspec.json.Decoder[Any] | None
+    ) -> dict[str, Any]:
+        """The `prepared` argument of a write that has `op.prepare`, made before its
+        transaction for the caller as a read authenticates it (the transaction then
+        authenticates the request again); no argument for any other write."""
+        if op.prepare is None:
+            return {}
+        async with self.db.reading() as conn:
+            identity = await self.auth.authenticate(conn, request)
+        arguments = self.admit_caller(op, request, identity)
+        if decoder is not None:
+            arguments["body"] = decode_json(decoder, await request.body(), "body")
+        return {"prepared": await op.prepare(self.context, request, **arguments)}
 
     async def answer_read(
         self, op: Operation, conn: Connection, request: Request, arguments: dict[str, Any]

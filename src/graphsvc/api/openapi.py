@@ -22,7 +22,10 @@ ERROR_STATUSES = {
     "404": "No such entity",
     "405": "Method not allowed on this path",
     "408": "The request body stalled, or arrived slower than the server's minimum rate",
-    "409": "The name is taken by another user",
+    "409": (
+        "The name is taken by another user, or the user's secret changed while the "
+        "current one was being checked"
+    ),
     "413": "The request body is larger than the server accepts",
     "415": "The request body's Content-Type is not one the operation accepts",
     "429": "Rate limit exceeded",

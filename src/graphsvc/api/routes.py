@@ -34,7 +34,7 @@ from graphsvc.api.console import (
     serve_console,
     serve_console_asset,
 )
-from graphsvc.api.login import log_in, log_out
+from graphsvc.api.login import log_in, log_out, prepare_secret_change
 from graphsvc.api.params import (
     INT32_SCHEMA,
     UUID_SCHEMA,
@@ -107,6 +107,11 @@ class Operation:
     request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
     writes: bool = False  # runs in a write transaction
+    # A write's work that must not run in its transaction (a password's hash, whose 0.2 s of
+    # CPU would hold SQLite's one write lock): run before it opens, taking any connection it
+    # needs itself, given the context, the request, the handler's arguments and the body;
+    # what it returns is passed to the handler as `prepared`.
+    prepare: Callable[..., Awaitable[Any]] | None = None
     media_type: str = "application/json"  # of the success answer
     status: int = 200  # of the success answer
     # The body is a file: streamed to a temporary file as it arrives (a signed request's
@@ -830,13 +835,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "current_secret; another user's takes auth/ManageUsers",
         users.set_user_secret,
         wire.UserResponse,
-        ERRORS,
+        (*ERRORS, "409"),
         parameters=(
             TheCaller(),
             USER_ID,
         ),
         request_body=wire.UserSecret,
         writes=True,
+        prepare=prepare_secret_change,
     ),
     *build_entity_operations(),
 )

@@ -107,33 +107,62 @@ async def find_user_id(conn: Connection, name: str) -> str | None:
     return None if found is None else str(found)
 
 
+async def find_user_by_key(conn: Connection, name_key: str) -> tuple[str, str] | None:
+    """The id and name of the live user whose name has this key (accounts.names.name_key):
+    there is one at most."""
+    r = await conn.fetchrow(
+        "SELECT id, name FROM users WHERE name_key = $1 AND deleted_at IS NULL", name_key
+    )
+    return None if r is None else (str(r[0]), str(r[1]))
+
+
 async def insert_user(
     conn: Connection,
     user_id: str,
     name: str,
+    name_key: str,
     role_id: int,
     secret_digest: str | None,
     disabled: bool,
     now: datetime,
     profile: tuple[str | None, str | None, str | None] = (None, None, None),
-) -> None:
-    """`profile`: first name, last name, e-mail address."""
-    await conn.execute(
-        """INSERT INTO users (id, name, role_id, secret_digest, is_disabled, created_at,
-            updated_at, first_name, last_name, email_address)
-        VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9)""",
+) -> bool:
+    """`profile`: first name, last name, e-mail address. False when a live user already has
+    the name's key: on PostgreSQL a transaction that does not lock the managers of users
+    first (the command line's) may have added one since the caller looked; the unique index
+    makes this one wait for it, then insert nothing."""
+    inserted = await conn.fetchval(
+        """INSERT INTO users (id, name, name_key, role_id, secret_digest, is_disabled,
+            created_at, updated_at, first_name, last_name, email_address)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+        ON CONFLICT (name_key) WHERE deleted_at IS NULL DO NOTHING RETURNING id""",
         user_id,
         name,
+        name_key,
         role_id,
         secret_digest,
         disabled,
         now,
         *profile,
     )
+    return inserted is not None
 
 
-async def read_secret_digest(conn: Connection, user_id: str) -> str | None:
-    found = await conn.fetchval("SELECT secret_digest FROM users WHERE id = $1", user_id)
+async def read_user_secret(conn: Connection, user_id: str) -> tuple[str, str | None] | None:
+    """A live user's name and secret digest (None: it has no secret)."""
+    r = await conn.fetchrow(
+        "SELECT name, secret_digest FROM users WHERE id = $1 AND deleted_at IS NULL", user_id
+    )
+    return None if r is None else (str(r[0]), r[1])
+
+
+async def lock_secret_digest(conn: Connection, user_id: str) -> str | None:
+    """A user's secret digest, its row locked against any other change until the transaction
+    ends (PostgreSQL; SQLite's write transaction holds the whole store already). Taken before
+    `lock_principal` share-locks the same row: two transactions that both held the share lock
+    and then both updated the row would deadlock."""
+    lock = " FOR NO KEY UPDATE" if conn.dialect == "postgresql" else ""
+    found = await conn.fetchval(f"SELECT secret_digest FROM users WHERE id = $1{lock}", user_id)
     return None if found is None else str(found)
 
 
@@ -371,16 +400,18 @@ async def set_user_profile(
     conn: Connection,
     user_id: str,
     name: str,
+    name_key: str,
     first_name: str | None,
     last_name: str | None,
     email_address: str | None,
     now: datetime,
 ) -> None:
     await conn.execute(
-        """UPDATE users SET name = $2, first_name = $3, last_name = $4, email_address = $5,
-            updated_at = $6 WHERE id = $1""",
+        """UPDATE users SET name = $2, name_key = $3, first_name = $4, last_name = $5,
+            email_address = $6, updated_at = $7 WHERE id = $1""",
         user_id,
         name,
+        name_key,
         first_name,
         last_name,
         email_address,
