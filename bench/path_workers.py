@@ -1,6 +1,6 @@
-"""The memory of the shortest-path index under `serve --workers 2`: the index kept as files
-that both workers map (the default) against each worker building its own (the fallback
-when the index folder cannot be written), in one run.
+"""The memory of the shortest-path index under `serve --workers 2`: the index kept as files,
+read once into a sealed copy in memory that both workers map (the default), against each
+worker building its own (the fallback when the index folder cannot be used), in one run.
 
     python bench/path_workers.py [--nodes 1000000] [--smoke]
 
@@ -137,7 +137,7 @@ def main() -> None:
             f"&end_node={shape.object_id(top)}"
         )
         modes = {
-            "shared files": {},
+            "shared copy": {},
             # A folder that cannot be made: each worker keeps its own index in memory.
             "each worker its own": {"GRAPHSVC_PATH_INDEX_DIR": "/proc/graphsvc-no-index"},
         }

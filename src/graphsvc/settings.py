@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     """Audit events older than this are deleted, at the next change that is audited."""
 
     path_index_dir: Path | None = None
-    """Where the shortest-path index files shared by processes go; default data_dir/path-index."""
+    """The shortest-path index's folder, the service user's alone; default data_dir/path-index."""
 
     upload_job_timeout_seconds: int = Field(600, ge=1)
     """A running file-upload job whose client is silent this long is Timed Out, files dropped."""

@@ -66,8 +66,9 @@ class PathIndex:
     own: a request cut off by its timeout leaves it running, and the requests after it wait
     for the same build. Without (a CLI command), it runs on the caller's connection.
 
-    With a folder, the index is kept there as files (graph/index_files.py) that every
-    process of the machine using the same store maps instead of building its own."""
+    With a folder, the index is kept there as files (graph/index_files.py), read by every
+    process of the machine using the same store instead of building its own, into one
+    sealed copy in memory that they share."""
 
     def __init__(self, db: Database | None = None, folder: Path | None = None) -> None:
         self.db = db
@@ -102,21 +103,21 @@ class PathIndex:
         return self.current
 
     async def obtain(self, conn: Connection, version: GraphVersion) -> GraphIndex:
-        """The index at `version` or later: mapped from the folder when another process (or
-        an earlier start) wrote it, else built, and written there for the others."""
+        """The index at `version` or later: from the folder when another process (or an
+        earlier start) wrote it, else built, and written there for the others."""
         if self.folder is None:
             return await build_stable_index(conn, version)
         from graphsvc.graph import index_files
 
         try:
-            async with index_files.hold_lock(self.folder):
+            async with index_files.hold_lock(self.folder) as files:
                 # Waiting for the lock, another process may have built a newer version.
                 version = await paths.read_graph_version(conn)
-                found = await asyncio.to_thread(index_files.load_index, self.folder, version)
+                found = await files.load(version)
                 if found is not None:
                     return found
                 built = await build_stable_index(conn, version)
-                return await asyncio.to_thread(index_files.save_index, self.folder, built)
+                return await files.save(built)
         except index_files.IndexFolderUnavailable as exc:
             log.warning("path index kept in this process's memory only: %s", exc)
             self.folder = None
