@@ -7,6 +7,7 @@ its ASGI path does, and refuse and count as it does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -81,7 +82,13 @@ class StandInApp:
 def stand_in(request: pytest.FixtureRequest) -> Iterator[tuple[StandInApp, int]]:
     app = StandInApp()
     port = free_port()
-    protocol = GuardedHttpProtocol.configure(5.0, getattr(request, "param", 100), None)
+    limits = getattr(request, "param", {})  # configure's limits, by name
+    protocol = GuardedHttpProtocol.configure(
+        5.0,
+        limits.get("max_connections", 100),
+        None,
+        max_waiting_connections=limits.get("max_waiting_connections", 500),
+    )
     # As `graphsvc serve` has it: uvicorn's proxy middleware would hide the app's own methods.
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, http=protocol, log_config=None, proxy_headers=False
@@ -234,7 +241,7 @@ def test_a_client_that_does_not_read_parks_no_pile_of_answers(
             sock.close()
 
 
-@pytest.mark.parametrize("stand_in", [3], indirect=True)  # connections open at once
+@pytest.mark.parametrize("stand_in", [{"max_connections": 3}], indirect=True)
 def test_a_connection_past_the_cap_is_refused_when_none_waits_on_its_client(
     stand_in: tuple[StandInApp, int],
 ) -> None:
@@ -256,6 +263,42 @@ def test_a_connection_past_the_cap_is_refused_when_none_waits_on_its_client(
             sock.close()
     assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), answer[:100]
     assert b'"context":"connections"' in answer
+
+
+@pytest.mark.parametrize("stand_in", [{"max_waiting_connections": 2}], indirect=True)
+def test_a_client_that_never_reads_is_shed_as_one_that_never_sends(
+    stand_in: tuple[StandInApp, int],
+) -> None:
+    """A connection whose answers wait for its client to read them waits on its client as
+    a slow sender does: past the cap it is shed, and cut off at once (a close would wait for
+    it to read). Before, it was in service for ever, and a thousand such held every
+    connection the server allows."""
+    app, port = stand_in
+    assert app.server is not None
+    reader = socket.socket()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    reader.settimeout(5)
+    reader.connect(("127.0.0.1", port))
+    reader.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+    for _ in range(100):  # its second request waits, on the ASGI path, for it to read
+        if "/big" in app.asgi_paths:
+            break
+        threading.Event().wait(0.02)
+    threading.Event().wait(0.2)  # its writes paused
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+    try:
+        for _ in range(100):
+            if len(app.server.server_state.connections) == 2:
+                break
+            threading.Event().wait(0.02)
+        assert len(app.server.server_state.connections) == 2  # the reader's is gone
+        with contextlib.suppress(ConnectionResetError):  # ends, at once, reset or not
+            while reader.recv(1 << 20):
+                pass
+    finally:
+        reader.close()
+        for sock in idle:
+            sock.close()
 
 
 @pytest.mark.parametrize(

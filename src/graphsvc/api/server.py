@@ -8,11 +8,12 @@ for a service on an open network.
   `max_connections_per_client` from one address (when no proxy stands in front); one more is
   answered 503 and closed at once, before it can hold a file descriptor for long.
 - A connection waits on its client while it has sent no request, or one not yet whole, or
-  sits idle between requests. At most `max_waiting_connections` do at once: past that, or
-  when a new connection would pass `max_connections`, the one whose client has been silent
-  longest is answered 408 and closed (slow senders are shed, oldest first, and a new client
-  gets in). Behind trusted proxies, where every connection comes from a proxy, requests whose
-  bodies are still arriving count per forwarded address too: past
+  sits idle between requests, or has answers the client is not reading. At most
+  `max_waiting_connections` do at once: past that, or when a new connection would pass
+  `max_connections`, the one whose client has been silent longest is answered 408 and
+  closed, or cut off if it is not reading (slow senders and readers are shed, oldest first,
+  and a new client gets in). Behind trusted proxies, where every connection comes from a
+  proxy, requests whose bodies are still arriving count per forwarded address too: past
   `max_connections_per_client` of one address, its own silent longest is shed.
 - A connection closed while its request's body is still arriving (an early 413, 408 or 401)
   lingers: what the client still sends is read and dropped, for `LINGER_SECONDS` and
@@ -142,6 +143,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_made(self.coalescing)
         self.header_timer: asyncio.TimerHandle | None = None
         self.awaiting_headers = False  # a request's headers began and have not ended
+        self.receiving = False  # a request began and has not all arrived
         self.headers_ended = False  # a request's headers ended in the data being read
         self.counted: str | None = None  # the client address this connection counts under
         self.linger_left = 0  # bytes still dropped while lingering
@@ -167,11 +169,32 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.counted = counted
         self.coalescing.on_close = self.linger
         self.arm_header_timer()
-        self.start_waiting()
+        self.start_waiting()  # for its first request
+
+    def waits_on_client(self) -> bool:
+        """Whether nothing but its client can move this connection on: no request yet, one
+        still arriving, answers it does not read, or idle; not while the server owes an
+        answer to a request that has all arrived."""
+        cycle = self.cycle
+        return (
+            cycle is None
+            or self.receiving
+            or self.flow.write_paused
+            or (cycle.response_complete and not self.pipeline)
+        )
+
+    def note_waiting(self) -> None:
+        """Follow a change of state: a connection that comes to wait on its client joins the
+        end of the line (past the cap, the one silent longest is shed); one that the server
+        now owes an answer leaves it."""
+        if self.shed_here or self.transport.is_closing():
+            return
+        if not self.waits_on_client():
+            self.stop_waiting()
+        elif self not in self.waiting:
+            self.start_waiting()
 
     def start_waiting(self) -> None:
-        """This connection waits on its client; past the cap, the one silent longest is
-        shed."""
         waiting = self.waiting
         waiting[self] = None
         if len(waiting) > self.max_waiting_connections:
@@ -197,14 +220,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def shed(self, protocol: GuardedHttpProtocol | None) -> bool:
         """Answer `protocol`'s request 408 (unless its answer has begun) and close it at once,
-        without lingering; False when there is none to shed."""
+        without lingering; False when there is none to shed. A client that is not reading
+        what it was sent is cut off: a close would wait for it to read first."""
         if protocol is None:
             return False
         protocol.stop_waiting()
         protocol.disarm_header_timer()
         transport = protocol.coalescing
         transport.on_close = None  # a slow sender's body is not waited for
-        if not transport.is_closing():
+        if transport.get_write_buffer_size() or protocol.flow.write_paused:
+            transport.abort()
+        elif not transport.is_closing():
             cycle = protocol.cycle
             if cycle is None or not cycle.response_started:
                 transport.write(error_bytes(408, SHED_MESSAGE, "connections"))
@@ -261,22 +287,26 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.arm_header_timer()
 
     def on_message_begin(self) -> None:
-        self.awaiting_headers = True
-        if self not in self.waiting:  # a request after one in service (pipelined)
-            self.start_waiting()
+        self.awaiting_headers = self.receiving = True
+        self.note_waiting()
         super().on_message_begin()
 
     def on_message_complete(self) -> None:
-        # The request is whole: the app has it (unless already answered at once from its
-        # headers, the connection then idle).
-        if self.cycle is None or not self.cycle.response_complete:
-            self.stop_waiting()
+        self.receiving = False
         super().on_message_complete()
+        self.note_waiting()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.cycle.response_complete:
-            self.start_waiting()  # idle until its next request (none was begun behind it)
+        self.note_waiting()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.note_waiting()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.note_waiting()
 
     def linger(self) -> bool:
         """On a close: whether to linger (the request's body is still arriving), having
