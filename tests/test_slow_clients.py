@@ -14,6 +14,7 @@ import json
 import resource
 import socket
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -277,6 +278,61 @@ def test_behind_a_proxy_slow_bodies_count_per_forwarded_address(
                 s.close()
     assert read.status_code == 200, read.text
     assert told == [408] * 3 + [0] * 5  # the first three shed: the address holds five
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_an_upload_sent_in_bursts_outlasts_trickling_connections(
+    make_env: Callable[..., Env], tmp_path: Path
+) -> None:
+    """With the waiting connections at their cap and new trickling ones arriving, the one
+    shed is the slowest, not the one silent longest: an upload that pauses half a second
+    between bursts of 256 KiB (as a client reading its file does) is not shed. Before, it
+    was, at its first pause, whatever it had sent."""
+    env = make_env()
+    env.create_admin()
+    environment = server_environment(env.url, tmp_path, max_waiting_connections="10")
+    with served(environment) as (base, _), httpx.Client(base_url=base, timeout=30) as client:
+        start = f"{JOBS}/start"
+        started = client.post(start, headers=signed_headers(env.token, "POST", start))
+        uri = f"{JOBS}/{started.json()['data']['id']}"
+        body = b'{"data": "' + b"x" * (1 << 20) + b'"}'
+        headers = {
+            **signed_headers(env.token, "POST", uri, body=body),
+            "Content-Type": "application/json",
+        }
+
+        def bursts() -> Iterator[bytes]:
+            for offset in range(0, len(body), 256 << 10):
+                yield body[offset : offset + (256 << 10)]
+                time.sleep(0.5)
+
+        outcome: list[object] = []
+
+        def upload() -> None:
+            try:
+                outcome.append(client.post(uri, content=bursts(), headers=headers).status_code)
+            except httpx.HTTPError as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=upload)
+        trickling: list[socket.socket] = []
+        sender.start()
+        try:
+            started_at = time.monotonic()
+            while sender.is_alive() and time.monotonic() - started_at < 20:
+                trickling.append(connect(base, "127.0.0.2"))
+                trickling[-1].sendall(b"GET /health HTTP/1.1\r\nX-Pad: ")
+                for s in trickling:
+                    with contextlib.suppress(OSError):  # shed
+                        s.send(b"a")  # a header that never ends
+                time.sleep(0.2)
+            sender.join(10)
+            told = answers_to(trickling)
+        finally:
+            for s in trickling:
+                s.close()
+    assert outcome == [202]
+    assert told.count(408) >= 1  # the trickling ones made room
 
 
 # --- uploads: refused from their headers --------------------------------------------------

@@ -127,7 +127,7 @@ class Settings(BaseSettings):
     """Connections per client address and process (503 past it); behind proxies, bodies arriving."""
 
     max_waiting_connections: int = Field(500, ge=1)
-    """Connections per process waiting on their clients; past it, the longest silent gets 408."""
+    """Connections per process waiting on their clients; past it, the slowest gets 408."""
 
     max_limit: int = Field(10000, ge=1)
     """Largest `limit` a paginated operation accepts; larger is a 400."""

@@ -10,11 +10,13 @@ for a service on an open network.
 - A connection waits on its client while it has sent no request, or one not yet whole, or
   sits idle between requests, or has answers the client is not reading. At most
   `max_waiting_connections` do at once: past that, or when a new connection would pass
-  `max_connections`, the one whose client has been silent longest is answered 408 and
-  closed, or cut off if it is not reading (slow senders and readers are shed, oldest first,
-  and a new client gets in). Behind trusted proxies, where every connection comes from a
-  proxy, requests whose bodies are still arriving count per forwarded address too: past
-  `max_connections_per_client` of one address, its own silent longest is shed.
+  `max_connections`, the slowest is answered 408 and closed, or cut off if it is not
+  reading: of those that have waited `SHED_GRACE_SECONDS`, the one whose client has sent
+  the fewest bytes a second since it began to wait (an idle one, then a trickle; an upload
+  sending in bursts is not), so that a new client gets in. Behind trusted proxies, where
+  every connection comes from a proxy, requests whose bodies are still arriving count per
+  forwarded address too: past `max_connections_per_client` of one address, its own slowest
+  is shed.
 - A connection closed while its request's body is still arriving (an early 413, 408 or 401)
   lingers: what the client still sends is read and dropped, for `LINGER_SECONDS` and
   `LINGER_BYTES` at most, so that a client that writes its whole body before reading (Python's
@@ -44,7 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import resource
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
@@ -65,13 +69,21 @@ log = logging.getLogger("graphsvc.api.server")
 REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
 SHED_MESSAGE = (
     "the request did not arrive in time while the server was full: it closes the connections "
-    "whose clients have been silent longest"
+    "whose clients send slowest"
 )
+# A connection that has waited on its client less than this is not judged by its rate (it
+# would be zero): it is shed only where every other is as new.
+SHED_GRACE_SECONDS = 1.0
 # A lingering close drops what a client still sends for this long and this much at most:
 # Python's http.client writes a whole body (10 MB in the tests) before it reads an answer.
 LINGER_SECONDS = 5.0
 LINGER_BYTES = 64 * 1024 * 1024
 REFUSAL_LOG_SECONDS = 10.0  # refused connections are logged as a count, this often at most
+# Requests a connection may have queued behind the one being answered. uvicorn resumes
+# reading after each answer and queues every request parsed: a client pipelining /health and
+# reading its answers queued 334,520 on one connection (2.7 GB). Past the bound, the queued
+# ones are answered and the connection closes; the client sends the rest again.
+MAX_PIPELINED = 32
 # An answer is written at once only while its connection's unsent bytes are below this (the
 # event loop's transports pause a writer at 64 KiB too); past it, the request waits on the
 # ASGI path for the client to read. Without it, 65 pipelined requests for an 860 KB answer
@@ -93,6 +105,11 @@ def error_bytes(status: int, message: str, context: str) -> bytes:
     return head + body
 
 
+class PipelineFull(Exception):
+    """Raised from the parser's callback to stop parsing: the queue of pipelined requests is
+    full (MAX_PIPELINED)."""
+
+
 class GuardedHttpProtocol(HttpToolsProtocol):
     """One connection; see the module's docstring. The limits come from the settings
     through `configure`."""
@@ -105,7 +122,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     max_waiting_per_forwarded = 100
     open_by_client: ClassVar[dict[str, int]] = {}  # open per client address, per server
     refusals: ClassVar[list[float]] = [0, float("-inf")]  # since last logged, and when
-    # The connections waiting on their client, the one silent longest first; per server.
+    # The connections waiting on their client, in the order they began to; per server.
     waiting: ClassVar[OrderedDict[GuardedHttpProtocol, None]] = OrderedDict()
     waiting_by_forwarded: ClassVar[dict[str, int]] = {}  # bodies arriving, behind proxies
     shedding: ClassVar[list[int]] = [0]  # shed connections not yet gone from `connections`
@@ -150,6 +167,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.writing_whole = False  # an answer written at once is being written
         self.forwarded: str | None = None  # the forwarded address its body counts under
         self.shed_here = False  # shed, and not yet gone from the server's connections
+        self.pipeline_full = False  # its queue filled: it closes after the queued answers
+        self.waiting_since = time.monotonic()  # when it last began to wait on its client
+        self.received = 0  # bytes from its client since then
         address = self.client[0] if self.client else None
         cap = self.max_connections_per_client
         counted = address if cap is not None else None
@@ -158,9 +178,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if open_here >= cap:
                 self.refuse(transport, f"too many connections from {counted} ({open_here})")
                 return
-        # Full: the connection silent longest makes room, if any waits on its client.
+        # Full: the slowest connection makes room, if any waits on its client.
         if len(self.connections) - self.shedding[0] > self.max_connections and not self.shed(
-            self.silent_longest(None)
+            self.slowest(None)
         ):
             self.refuse(transport, f"too many connections ({self.max_connections} are open)")
             return
@@ -185,7 +205,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def note_waiting(self) -> None:
         """Follow a change of state: a connection that comes to wait on its client joins the
-        end of the line (past the cap, the one silent longest is shed); one that the server
+        end of the line (past the cap, the slowest is shed); one that the server
         now owes an answer leaves it."""
         if self.shed_here or self.transport.is_closing():
             return
@@ -195,10 +215,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.start_waiting()
 
     def start_waiting(self) -> None:
+        self.waiting_since = time.monotonic()
+        self.received = 0  # bytes from its client since then
         waiting = self.waiting
         waiting[self] = None
         if len(waiting) > self.max_waiting_connections:
-            self.shed(next(iter(waiting)))
+            self.shed(self.slowest(None))
 
     def stop_waiting(self) -> None:
         self.waiting.pop(self, None)
@@ -210,13 +232,25 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 del self.waiting_by_forwarded[self.forwarded]
             self.forwarded = None
 
-    def silent_longest(self, forwarded: str | None) -> GuardedHttpProtocol | None:
-        """The waiting connection (another than this one) whose client has been silent
-        longest: of all, or of those whose body counts under `forwarded`."""
-        for protocol in self.waiting:
-            if protocol is not self and (forwarded is None or protocol.forwarded == forwarded):
-                return protocol
-        return None
+    def slowest(self, forwarded: str | None) -> GuardedHttpProtocol | None:
+        """The waiting connection (another than this one; of those whose body counts under
+        `forwarded`, when given) to shed: of those that have waited SHED_GRACE_SECONDS, the
+        one whose client sent the fewest bytes a second since it began to; else the one
+        waiting longest. A scan of the line, made only when the server is full."""
+        now = time.monotonic()
+        first: GuardedHttpProtocol | None = None
+        chosen, lowest = None, math.inf
+        for protocol in self.waiting:  # the longest waiting first
+            if protocol is self or (forwarded is not None and protocol.forwarded != forwarded):
+                continue
+            first = first or protocol
+            waited = now - protocol.waiting_since
+            if waited < SHED_GRACE_SECONDS:
+                break  # the rest are newer still
+            rate = protocol.received / waited
+            if rate < lowest:
+                chosen, lowest = protocol, rate
+        return chosen or first
 
     def shed(self, protocol: GuardedHttpProtocol | None) -> bool:
         """Answer `protocol`'s request 408 (unless its answer has begun) and close it at once,
@@ -269,6 +303,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.pipeline_full:
+            return  # its parser stopped: what follows is for the next connection
         if self.linger_left > 0:
             self.linger_left -= len(data)
             if self.linger_left <= 0:
@@ -276,8 +312,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         starting = self.cycle is None or self.cycle.response_complete
         self.awaiting_headers = self.headers_ended = False
-        if self in self.waiting:
-            self.waiting.move_to_end(self)  # heard from: the last to shed
+        self.received += len(data)
         super().data_received(data)
         # Headers that began (or bytes that came between requests) without ending in this
         # data are on the clock. Most requests arrive whole in one read and never arm the
@@ -335,18 +370,24 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.write(error_bytes(400, message, "Upgrade"))
             self.transport.close()
             return
+        if (
+            self.cycle is not None
+            and not self.cycle.response_complete
+            and len(self.pipeline) >= MAX_PIPELINED
+        ):
+            raise PipelineFull  # answered by send_400_response, which uvicorn calls
         super().on_headers_complete()
         if self.trusted_proxies and self.forwarded is None and self in self.waiting:
             self.count_forwarded(forwarded_client(self.headers, self.client, self.trusted_proxies))
 
     def count_forwarded(self, address: str) -> None:
         """Behind proxies: this request's body, still to come, counts under its forwarded
-        address; past the cap, that address's connection silent longest is shed."""
+        address; past the cap, that address's slowest connection is shed."""
         self.forwarded = address
         count = self.waiting_by_forwarded.get(address, 0) + 1
         self.waiting_by_forwarded[address] = count
         if count > self.max_waiting_per_forwarded:
-            self.shed(self.silent_longest(address))
+            self.shed(self.slowest(address))
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         # A request begun behind another in the same read (pipelined) may have found the
@@ -425,12 +466,26 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.counted = None
         super().connection_lost(exc)
 
+    def parser_error(self) -> BaseException | None:
+        """What stopped the parser, when a callback of ours raised it (uvicorn sees only
+        httptools' error, whose context it is)."""
+        error = sys.exc_info()[1]
+        return error.__context__ if error is not None else None
+
     def _unsupported_upgrade_warning(self) -> None:
         """uvicorn would log that no WebSocket library is installed; none is meant to be: the
         app refuses the upgrade with the JSON error body."""
 
     def send_400_response(self, msg: str) -> None:
         self.disarm_header_timer()
+        if isinstance(self.parser_error(), PipelineFull):
+            # Not an error of the client's: the requests queued are answered, the last with
+            # `connection: close`, and the connection closes after it.
+            self.pipeline_full = True
+            self.flow.pause_reading()
+            last = self.pipeline[0][0] if self.pipeline else self.cycle
+            last.keep_alive = False
+            return
         message = "not a valid HTTP/1.1 request (its request line, a header or its framing)"
         self.transport.write(error_bytes(400, message, "http"))
         self.transport.close()
