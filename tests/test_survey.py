@@ -1,24 +1,38 @@
 """The survey's fast pass (numpy over the bytes) against the exact one (parser events): where
 the fast pass answers, the exact survey gives the same `meta`; where the exact survey refuses a
 document for a limit, the fast pass hands it over. Limits and chunks are made tiny so that
-every boundary case (a string, an escape run, a key or a record split across chunks) occurs."""
+every boundary case (a string, an escape run, a key or a record split across chunks) occurs.
+The lexer both passes read through is held to a plain reading of the same text."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import itertools
 import json
-from typing import Any
+from collections.abc import Generator
+from typing import Any, TypeVar
 
 import ijson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphsvc.ingest import lexer
 from graphsvc.ingest import survey as survey_module
 from graphsvc.ingest.records import IngestError
-from graphsvc.ingest.survey import Unsure, scan, survey, survey_source
+from graphsvc.ingest.survey import Unsure, survey_source
 
-TINY = {"MAX_DEPTH": 5, "MAX_VALUE_BYTES": 8, "MAX_RECORD_BYTES": 96}
+T = TypeVar("T")
+TINY = {
+    "MAX_DEPTH": 5,
+    "MAX_VALUE_BYTES": 8,
+    "MAX_RECORD_BYTES": 96,
+    "MAX_BYTES_PER_CHARACTER": 2,  # a value's text bound, 16 bytes: strings of escapes pass it
+    "MAX_KEY_BYTES": 5,
+    "MAX_NUMBER_BYTES": 6,
+}
 KEYS = ["meta", "graph", "data", "nodes", "type", "a", 'q"x', "b\\", "é", "[{"]
 
 scalars = st.one_of(
@@ -39,13 +53,52 @@ values = st.recursive(
 documents = st.one_of(st.dictionaries(st.sampled_from(KEYS), values, max_size=4), values)
 
 
-def exact(text: bytes) -> tuple[str, Any]:
+def finish(steps: Generator[None, None, T]) -> T:
+    """A pass run to its end (ingest gives the event loop a turn at each of its yields)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+
+def scan(stream: io.BytesIO) -> Any:
+    return finish(survey_module.scan(stream))
+
+
+def survey(stream: io.BytesIO, label: str) -> Any:
+    return finish(survey_module.survey(stream, label))
+
+
+def exact_in_pieces(text: bytes) -> tuple[str, Any]:
     try:
         return "meta", survey(io.BytesIO(text), "doc.json")
     except IngestError as exc:
         return "refused", str(exc)
     except ijson.JSONError:
         return "invalid", None
+
+
+def exact(text: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
+    """The exact survey's answer, the same whatever pieces the lexer hands its parser."""
+    answers = []
+    for read, piece in ((1, 1), (3, 2), (1 << 20, 5), (1 << 20, 1 << 16)):
+        monkeypatch.setattr(lexer, "READ_BYTES", read)
+        monkeypatch.setattr(lexer, "PIECE_BYTES", piece)
+        answers.append(exact_in_pieces(text))
+    assert all(same_json(a, answers[0]) for a in answers), (text, answers)
+    return answers[0]
+
+
+def records_pass(text: bytes) -> None:
+    """The records' pass reads a document the fast pass vouched for without the lexer: it
+    holds no token of more than MAX_VALUE_BYTES."""
+    fast_bounds = lexer.TokenBounds(
+        survey_module.MAX_VALUE_BYTES, survey_module.MAX_KEY_BYTES, survey_module.MAX_NUMBER_BYTES
+    )
+    for _ in lexer.bounded_pieces(io.BytesIO(text), fast_bounds):
+        pass
 
 
 def fast(text: bytes, chunk: int, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
@@ -64,7 +117,7 @@ def same_json(a: Any, b: Any) -> bool:
 def check(text: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in TINY.items():
         monkeypatch.setattr(survey_module, name, value)
-    expected = exact(text)
+    expected = exact(text, monkeypatch)
     for chunk in (1, 2, 3, 7, 64, 1 << 20):
         got = fast(text, chunk, monkeypatch)
         if expected[0] == "refused":
@@ -75,6 +128,8 @@ def check(text: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
             # Not JSON, yet no limit was near: the record pass's parser refuses it.
             with pytest.raises(ijson.JSONError):
                 list(ijson.items(io.BytesIO(text), ""))
+        if got[0] == "meta":  # vouched for: no token past its bound reaches the records
+            records_pass(text)
 
 
 @settings(
@@ -92,7 +147,7 @@ def test_the_fast_pass_agrees_with_the_exact_survey(
     if text:
         cut = data.draw(st.integers(0, len(text) - 1))
         check(text[:cut], monkeypatch)
-        byte = data.draw(st.sampled_from([b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":"]))
+        byte = data.draw(st.sampled_from([b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"7"]))
         check(text[:cut] + byte + text[cut + 1 :], monkeypatch)
 
 
@@ -170,6 +225,107 @@ def test_an_opengraph_file_is_vouched_for_by_its_records_not_its_arrays(
 def test_survey_source_hands_an_unsure_document_to_the_exact_survey() -> None:
     deep = b'{"data": [' + b"[" * 40 + b"]" * 40 + b'], "meta": {"type": "users"}}'
     with pytest.raises(IngestError, match=r"doc\.json: data\[0\]: nested deeper than 32"):
-        survey_source(lambda: io.BytesIO(deep), "doc.json")
+        asyncio.run(survey_source(lambda: io.BytesIO(deep), "doc.json"))
     with pytest.raises(Unsure):
         scan(io.BytesIO(deep))
+
+
+# --- the lexer between the document and its parser ------------------------------------------
+
+LONG_KEYS = [*KEYS, "abcdefgh", "a" * 30]
+long_scalars = st.one_of(
+    scalars,
+    st.text(alphabet='ab"\\é\U0001f600 ', max_size=40),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+long_values = st.recursive(
+    long_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(LONG_KEYS), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+WHITESPACE = (b" ", b"\t", b"\r", b"\n")
+
+
+def tokens_of(text: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each string (quotes included), key, and number or literal of
+    valid JSON, read byte by byte: a key is a string followed by a colon."""
+    found = []
+    i = 0
+    while i < len(text):
+        byte = text[i : i + 1]
+        if byte == b'"':
+            j = i + 1
+            while text[j : j + 1] != b'"':
+                j += 2 if text[j : j + 1] == b"\\" else 1
+            k = j + 1
+            while text[k : k + 1] in WHITESPACE:
+                k += 1
+            found.append((i, j + 1, "key" if text[k : k + 1] == b":" else "string"))
+            i = j + 1
+        elif byte in b"-0123456789tfn":
+            j = i
+            while j < len(text) and text[j : j + 1] not in b" \t\r\n,:]}":
+                j += 1
+            found.append((i, j, "number"))
+            i = j
+        else:
+            i += 1
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    document=long_values,
+    indent=st.sampled_from([None, 0, 3]),
+    ascii_only=st.booleans(),
+    bounds=st.tuples(st.integers(2, 40), st.integers(2, 12), st.integers(2, 12)),
+)
+def test_the_lexer_refuses_the_first_token_past_its_bound_and_cuts_only_between_tokens(
+    document: Any, indent: int | None, ascii_only: bool, bounds: tuple[int, int, int]
+) -> None:
+    """Against a plain reading of the same text: the pieces are the document (or all of it
+    before the first token past its bound, which is refused by its kind and place), and no
+    piece ends inside a token, whatever the size of the reads."""
+    text = json.dumps(document, indent=indent, ensure_ascii=ascii_only).encode()
+    limits = lexer.TokenBounds(*bounds)
+    bound_of = {"string": limits.string, "key": limits.key, "number": limits.number}
+    tokens = tokens_of(text)
+    too_long = [
+        (start, kind)
+        for start, end, kind in tokens
+        if end - start - (0 if kind == "number" else 2) > bound_of[kind]
+    ]
+    defaults = lexer.READ_BYTES, lexer.PIECE_BYTES
+    for read, piece in ((1, 1), (2, 1), (5, 2), (16, 3), (1 << 20, 7), (1 << 20, 1 << 16)):
+        lexer.READ_BYTES, lexer.PIECE_BYTES = read, piece
+        pieces: list[bytes] = []
+        try:
+            with pytest.raises(lexer.TokenTooLong) if too_long else contextlib.nullcontext():
+                pieces.extend(lexer.bounded_pieces(io.BytesIO(text), limits))
+        finally:
+            lexer.READ_BYTES, lexer.PIECE_BYTES = defaults
+        refused = too_long[0] if too_long else None
+        given = b"".join(pieces)
+        assert given == (text[: refused[0]] if refused else text), (text, read, piece)
+        assert all(pieces), "an empty piece ends the text for ijson's coroutines"
+        cuts = itertools.accumulate(len(p) for p in pieces)
+        assert not [(c, t) for c in cuts for t in tokens if t[0] < c < t[1]], (text, read, piece)
+
+
+def test_the_lexer_names_the_token_it_refuses() -> None:
+    limits = lexer.TokenBounds(string=8, key=3, number=4)
+
+    def refused(text: bytes) -> tuple[str, int]:
+        with pytest.raises(lexer.TokenTooLong) as caught:
+            list(lexer.bounded_pieces(io.BytesIO(text), limits))
+        return caught.value.kind, caught.value.start
+
+    assert refused(b'{"a": "123456789"}') == ("string", 6)
+    assert refused(b'{"a": 1, "abcd": 1}') == ("key", 9)
+    assert refused(b'[{"a": 1}, "abcd", {"x": [1], "abcd": 2}]') == ("key", 30)
+    assert refused(b'{"a": [12345]}') == ("number", 7)
+    assert refused(b'{"a": [1, 2, truee]}') == ("number", 13)

@@ -39,7 +39,10 @@ def file_name(
 ) -> str | None:
     """The name a client gave its file: the reference web client's X-File-Upload-Name, else
     Content-Disposition's filename* (UTF-8) or filename; cut to its last path segment, with
-    the extension its content type calls for."""
+    the extension its content type calls for, and at most 200 bytes of UTF-8: a name that
+    is longer loses characters before its extension (200 characters were up to 800 bytes,
+    past the 255 a file name may have)."""
+    most = 200
     extended = EXTENDED_FILE_NAME.search(content_disposition or "")
     found = FILE_NAME.search(content_disposition or "")
     if upload_name:
@@ -49,11 +52,14 @@ def file_name(
     else:
         raw = found.group(1) if found else ""
     name = re.split(r"[/\\]", raw.strip())[-1]
-    name = "".join(c for c in name if c.isprintable())[:200].strip(". ")
+    name = "".join(c for c in name if c.isprintable()).strip(". ")
     if not name:
         return None
     suffix = ACCEPTED_TYPES[content_type]
-    return name if name.lower().endswith(suffix) else name + suffix
+    if name.lower().endswith(suffix):
+        name, suffix = name[: -len(suffix)], name[-len(suffix) :]
+    # Cut in bytes, then back to whole characters: a character cut in two is dropped.
+    return name.encode()[: most - len(suffix)].decode("utf-8", "ignore") + suffix
 
 
 async def receive_upload(

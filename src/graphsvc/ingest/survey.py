@@ -5,31 +5,72 @@ Building records (ijson's items) costs memory with the square of the nesting dep
 Python's recursion ends in a RecursionError: a 200 KB file nested 100,000 arrays deep grew
 an ingest past 22 GB. This pass reads only parser events, so its memory stays flat whatever
 the input, and refuses, before any record is built, a document nested deeper than any
-collector writes, a value too large for any collector to write, or a record too large.
+collector writes, a value too large for any collector to write, or a record too large. The
+parser reads through the lexer (lexer.py), which refuses a token past its bound before the
+parser has any of it.
+
+Both passes are generators that yield between chunks: `survey_source` gives the event loop
+a turn at each, so that an ingest being stopped (SIGTERM, SIGINT, the ingester's `stop`)
+stops there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import IO, Any, TypeVar
 
-import ijson
 import numpy as np
 from ijson.common import ObjectBuilder
 
+from graphsvc.ingest.lexer import Lexed, Lexer, TokenBounds, TokenTooLong, parse_events
 from graphsvc.ingest.records import IngestError
+
+T = TypeVar("T")
 
 # Real collector output nests 9 levels at most (SharpHound ADCS objects, OpenGraph
 # properties); these limits leave room and are in the README.
 MAX_DEPTH = 32
-MAX_VALUE_BYTES = 1 << 20  # one string (a certificate, a description)
+MAX_VALUE_BYTES = 1 << 20  # characters of one string (a certificate, a description)
 MAX_RECORD_BYTES = 16 << 20  # the text of one record: its keys and values
+# The longest key in the fixtures' collector output has 36 characters
+# (enrollmentagentrestrictionscollected, SharpHound's enterprise CAs); 1 KiB of JSON text is
+# 28 times that, or 170 characters written wholly as \u escapes.
+MAX_KEY_BYTES = 1024
+# Collectors write integers of up to 20 digits (yajl refuses larger ones) and doubles, which
+# round-trip in 17 significant digits (24 characters with sign and exponent); 1 KiB leaves
+# room for a writer that prints more digits. Literals are 4 or 5 bytes.
+MAX_NUMBER_BYTES = 1024
+# The longest JSON text of one character: one outside the Basic Multilingual Plane written
+# as two escapes (\ud83d\ude00). A value's text may be this many times its character limit,
+# so that limit, checked on the parser's string, stays the one that refuses a value.
+MAX_BYTES_PER_CHARACTER = 12
 
 
-def survey(stream: IO[bytes], label: str) -> Any:
-    """Check the whole document; returns its top-level `meta` value (None without one).
+def token_bounds() -> TokenBounds:
+    """The lexer's bounds, from the limits (read at each call: the tests make them tiny)."""
+    return TokenBounds(MAX_BYTES_PER_CHARACTER * MAX_VALUE_BYTES, MAX_KEY_BYTES, MAX_NUMBER_BYTES)
+
+
+async def paced(steps: Generator[None, None, T]) -> T:
+    """`steps` run to its end, the event loop given a turn at each of its yields (the fast
+    pass yields at every MiB it reads, a few milliseconds; the exact survey at every piece
+    the lexer hands its parser, 64 KiB or so). A cancellation lands there."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        await asyncio.sleep(0)
+
+
+def survey(stream: IO[bytes], label: str) -> Generator[None, None, Any]:
+    """Check the whole document, yielding after each piece of it; returns its top-level
+    `meta` value (None without one).
 
     A record is an element of a top-level array (`data[i]`), or of an array inside the
     top-level `graph` object (`graph.nodes[i]`, OpenGraph).
@@ -50,52 +91,71 @@ def survey(stream: IO[bytes], label: str) -> Any:
         where = f"{top_key}.{inner_key}" if record_depth == 4 else top_key
         return f"{where}[{index}]"
 
+    def value_element() -> str:
+        """The element of the value being read: under its key, unless that is the
+        top-level key the element already names."""
+        if not key or (key == top_key and depth < record_depth):
+            return element()
+        return f"{element()}.{key}"
+
     # The hot loop of ingest's first pass (13 million events in 173 MB of SharpHound): the
     # common events are tested first, and everything kept for messages is updated only at
     # the shallow depths where it changes.
-    for event, value in ijson.basic_parse(stream, use_float=True):
-        if builder is not None:
-            if depth == 1 and (event == "map_key" or event == "end_map"):  # the value ended
-                metas.append(builder.value)
-                builder = None
-            else:
-                builder.event(event, value)
-        if event == "map_key":
-            record_bytes += len(value)
-            key = value
-            if depth <= 2:
-                if depth == 1:
-                    top_key, index = value, -1
-                    record_depth = 4 if value == "graph" else 3
-                    if value == "meta" and not metas:
-                        builder = ObjectBuilder()
-                elif record_depth == 4:
-                    inner_key, index = value, -1
-        elif event == "string":
-            record_bytes += len(value)
-            if len(value) > MAX_VALUE_BYTES:
-                raise IngestError(
-                    label,
-                    f"a value of {len(value):,} characters; at most {MAX_VALUE_BYTES:,}",
-                    f"{element()}.{key}" if key else element(),
-                )
-        elif event == "start_map" or event == "start_array":
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise IngestError(label, f"nested deeper than {MAX_DEPTH} levels", element())
-            if depth == record_depth:
-                index += 1
-                record_bytes = 0
-        elif event == "end_map" or event == "end_array":
-            depth -= 1
-            if depth < record_depth - 1:
-                index = -1
-        else:
-            record_bytes += 8
-        if record_bytes > MAX_RECORD_BYTES and depth >= record_depth:
-            raise IngestError(
-                label, f"a record larger than {MAX_RECORD_BYTES:,} bytes of text", element()
-            )
+    try:
+        for events in parse_events(stream, token_bounds()):
+            for event, value in events:
+                if builder is not None:
+                    if depth == 1 and (event == "map_key" or event == "end_map"):  # the value ended
+                        metas.append(builder.value)
+                        builder = None
+                    else:
+                        builder.event(event, value)
+                if event == "map_key":
+                    record_bytes += len(value)
+                    key = value
+                    if depth <= 2:
+                        if depth == 1:
+                            top_key, index = value, -1
+                            record_depth = 4 if value == "graph" else 3
+                            if value == "meta" and not metas:
+                                builder = ObjectBuilder()
+                        elif record_depth == 4:
+                            inner_key, index = value, -1
+                elif event == "string":
+                    record_bytes += len(value)
+                    if len(value) > MAX_VALUE_BYTES:
+                        raise IngestError(
+                            label,
+                            f"a value of {len(value):,} characters; at most {MAX_VALUE_BYTES:,}",
+                            value_element(),
+                        )
+                elif event == "start_map" or event == "start_array":
+                    depth += 1
+                    if depth > MAX_DEPTH:
+                        raise IngestError(
+                            label, f"nested deeper than {MAX_DEPTH} levels", element()
+                        )
+                    if depth == record_depth:
+                        index += 1
+                        record_bytes = 0
+                elif event == "end_map" or event == "end_array":
+                    depth -= 1
+                    if depth < record_depth - 1:
+                        index = -1
+                else:
+                    record_bytes += 8
+                if record_bytes > MAX_RECORD_BYTES and depth >= record_depth:
+                    raise IngestError(
+                        label, f"a record larger than {MAX_RECORD_BYTES:,} bytes of text", element()
+                    )
+            yield
+    except TokenTooLong as long:
+        if long.kind == "key":
+            raise IngestError(label, str(long), element() if depth > 1 else "document") from None
+        reason = str(long)
+        if long.kind == "string":
+            reason += f"; at most {MAX_VALUE_BYTES:,} characters"
+        raise IngestError(label, reason, value_element()) from None
     return metas[0] if metas else None
 
 
@@ -103,12 +163,6 @@ def survey(stream: IO[bytes], label: str) -> Any:
 # files: 1 MiB chunks 2.1 s and 11 MB of peak memory, 8 MiB chunks 2.9 s and 83 MB.
 SCAN_CHUNK_BYTES = 1 << 20
 
-# Byte classes of the fast pass: what moves the nesting depth or a string's bounds.
-QUOTE, BACKSLASH, OPEN, CLOSE = 1, 2, 3, 4
-# bytes.translate then a comparison: 16 ms per 8 MB, where numpy's lookup of each byte and
-# nonzero() of its result took 31 ms.
-CLASS_OF = {b'"': QUOTE, b"\\": BACKSLASH, b"{": OPEN, b"[": OPEN, b"}": CLOSE, b"]": CLOSE}
-BYTE_CLASSES = bytes(CLASS_OF.get(bytes([b]), 0) for b in range(256))
 WHITESPACE = b" \t\r\n"
 TOP_KEYS = (b'"meta"', b'"graph"')  # the top-level keys the survey acts on
 WINDOW_TAIL = 8192  # of the last chunk kept, for a key read across chunks
@@ -120,7 +174,20 @@ class Unsure(Exception):
     """The fast pass cannot vouch for the document: the exact survey decides."""
 
 
-def survey_source(open_stream: Callable[[], AbstractContextManager[IO[bytes]]], label: str) -> Any:
+@dataclass(frozen=True)
+class Surveyed:
+    """The survey's answer: the document's top-level `meta` value (None without one), and
+    whether the fast pass vouched for it (then no string has more than MAX_VALUE_BYTES of
+    text); else the exact survey did, and a value may have MAX_BYTES_PER_CHARACTER times
+    that."""
+
+    meta: Any
+    fast: bool
+
+
+async def survey_source(
+    open_stream: Callable[[], AbstractContextManager[IO[bytes]]], label: str
+) -> Surveyed:
     """The survey's answer for a document, from the fast pass where it can vouch for it.
 
     The exact survey is Python per parser event: 13.8 s of a 94 s ingest of the 1 GB
@@ -132,22 +199,17 @@ def survey_source(open_stream: Callable[[], AbstractContextManager[IO[bytes]]], 
     """
     with open_stream() as stream:
         try:
-            return scan(stream)
+            return Surveyed(await paced(scan(stream)), fast=True)
         except Unsure:
             pass
     with open_stream() as stream:
-        return survey(stream, label)
+        return Surveyed(await paced(survey(stream, label)), fast=False)
 
 
 class Carry:
     """What one chunk of the fast pass leaves to the next."""
 
     def __init__(self) -> None:
-        self.offset = 0  # of the chunk in the document
-        self.depth = 0
-        self.in_string = False
-        self.string_start = -1
-        self.backslashes = 0  # the run of backslashes the last chunk ended with
         self.region_start = {3: -1, 4: -1}  # of the container open at that depth
         self.finished = False  # the top-level value has closed
         self.window = b""  # the last chunk, then this one: where top-level keys are read
@@ -161,15 +223,20 @@ class Carry:
         self.too_long: dict[int, list[int]] = {3: [], 4: []}  # regions over the bound
 
 
-def scan(stream: IO[bytes]) -> Any:
-    """The fast pass: the document's `meta` value (None without one), or Unsure."""
+def scan(stream: IO[bytes]) -> Generator[None, None, Any]:
+    """The fast pass, yielding after each chunk: the document's `meta` value (None without
+    one), or Unsure. The lexer measures its tokens as it does for the parser, so that a
+    document the fast pass vouches for holds none past its bound either."""
     carry = Carry()
-    while True:
-        chunk = stream.read(SCAN_CHUNK_BYTES)
-        if not chunk:
-            break
-        scan_chunk(chunk, carry)
-    if carry.in_string or carry.depth or not carry.finished or carry.pending:
+    lexer = Lexer(token_bounds())
+    while chunk := stream.read(SCAN_CHUNK_BYTES):
+        try:
+            lexed = lexer.feed(chunk)
+        except TokenTooLong:
+            raise Unsure from None
+        scan_chunk(chunk, lexed, carry)
+        yield
+    if lexer.in_string or lexer.depth or not carry.finished or carry.pending:
         raise Unsure
     if carry.region_start[3] >= 0 or carry.region_start[4] >= 0 or graph_open(carry):
         raise Unsure
@@ -192,41 +259,18 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(name)  # NaN and Infinity: Python's json takes them, the parser does not
 
 
-def scan_chunk(chunk: bytes, carry: Carry) -> None:
-    start = carry.offset
-    end = start + len(chunk)
-    classes = np.frombuffer(chunk.translate(BYTE_CLASSES), dtype=np.uint8)
-    where = np.flatnonzero(classes != 0)
-    kinds = classes[where]
-    positions = where + start  # of the bytes that matter, in order
+def scan_chunk(chunk: bytes, lexed: Lexed, carry: Carry) -> None:
+    start, end = lexed.start, lexed.end
+    quotes, backslashes, was_in_string = lexed.quotes, lexed.backslashes, lexed.was_in_string
 
-    backslashes = positions[kinds == BACKSLASH]
-    is_quote = kinds == QUOTE
-    if len(backslashes) or carry.backslashes:
-        escaped = escaped_positions(backslashes, carry, start, end)
-        is_quote[np.searchsorted(positions, escaped)[np.isin(escaped, positions)]] = False
-    quotes = positions[is_quote]
-
-    # Quotes alternate opening and closing a string.
-    was_in_string = carry.in_string
-    strings = np.concatenate(([carry.string_start], quotes)) if was_in_string else quotes
-    opens, closes = strings[0::2], strings[1::2]
+    # A string's raw text bounds its characters.
+    opens, closes = lexed.opens, lexed.closes
     if len(closes) and int((closes - opens[: len(closes)]).max()) - 1 > MAX_VALUE_BYTES:
         raise Unsure
-    carry.in_string = len(opens) > len(closes)
-    if carry.in_string:
-        carry.string_start = int(opens[-1])
-        if end - carry.string_start > MAX_VALUE_BYTES:
-            raise Unsure
+    if len(opens) > len(closes) and end - int(opens[-1]) > MAX_VALUE_BYTES:
+        raise Unsure
 
-    # Brackets outside strings move the depth.
-    quotes_through = np.cumsum(is_quote, dtype=np.int32)
-    indices = np.flatnonzero(kinds >= OPEN)
-    indices = indices[(quotes_through[indices] + was_in_string) & 1 == 0]
-    brackets = positions[indices]
-    steps = (kinds[indices] == OPEN).astype(np.int32) * 2 - 1
-    depths = np.cumsum(steps, dtype=np.int32) + carry.depth  # after each bracket
-    depth_before = carry.depth
+    brackets, steps, depths = lexed.brackets, lexed.steps, lexed.depths
     if len(brackets):
         if carry.finished or int(depths.max()) > MAX_DEPTH or int(depths.min()) < 0:
             raise Unsure
@@ -235,7 +279,6 @@ def scan_chunk(chunk: bytes, carry: Carry) -> None:
             if zeros[0] != len(depths) - 1:
                 raise Unsure  # a second top-level value
             carry.finished = True
-        carry.depth = int(depths[-1])
 
     for threshold in (3, 4):
         track_regions(brackets, steps, depths, threshold, carry)
@@ -248,7 +291,7 @@ def scan_chunk(chunk: bytes, carry: Carry) -> None:
     spans = [
         (int(brackets[i]), int(brackets[i + 1]) if i + 1 < len(brackets) else end) for i in at_top
     ]
-    if depth_before == 1:
+    if lexed.depth_before == 1:
         spans.insert(0, (start, int(brackets[0]) if len(brackets) else end))
     candidates, carry.pending = carry.pending, []
     for low, high in spans:
@@ -267,32 +310,7 @@ def scan_chunk(chunk: bytes, carry: Carry) -> None:
     carry.window_start = end - len(carry.window)
     for position in candidates:
         read_top_key(position, brackets, depths, carry, end)
-    follow_top_values(chunk, brackets, depths, carry)
-    carry.offset = end
-
-
-def escaped_positions(backslashes: np.ndarray, carry: Carry, start: int, end: int) -> np.ndarray:
-    """The positions a run of an odd number of backslashes escapes."""
-    carried = carry.backslashes
-    if not len(backslashes):
-        carry.backslashes = 0
-        return np.array([start] if carried % 2 else [], dtype=np.int64)
-    breaks = np.flatnonzero(np.diff(backslashes) != 1)
-    firsts = np.concatenate(([0], breaks + 1))
-    lasts = np.concatenate((breaks, [len(backslashes) - 1]))
-    lengths = lasts - firsts + 1
-    escaped = []
-    if carried:
-        if backslashes[0] == start:
-            lengths[0] += carried
-        elif carried % 2:
-            escaped.append(start)
-    ends = backslashes[lasts]
-    carry.backslashes = 0
-    if ends[-1] == end - 1:  # the run may go on in the next chunk
-        carry.backslashes = int(lengths[-1])
-        ends, lengths = ends[:-1], lengths[:-1]
-    return np.concatenate((np.array(escaped, dtype=np.int64), ends[lengths % 2 == 1] + 1))
+    follow_top_values(chunk, start, brackets, depths, carry)
 
 
 def track_regions(
@@ -368,9 +386,10 @@ def first_close_to_top(brackets: np.ndarray, depths: np.ndarray, after: int) -> 
     return int(closing[0]) if len(closing) else -1
 
 
-def follow_top_values(chunk: bytes, brackets: np.ndarray, depths: np.ndarray, carry: Carry) -> None:
+def follow_top_values(
+    chunk: bytes, start: int, brackets: np.ndarray, depths: np.ndarray, carry: Carry
+) -> None:
     """Keep the text of the `meta` value while it is read; close a `graph` value's span."""
-    start = carry.offset
     if graph_open(carry) and carry.graph[-1][0] < start:
         carry.graph[-1][1] = first_close_to_top(brackets, depths, carry.graph[-1][0])
     if carry.meta is None or carry.meta_done:

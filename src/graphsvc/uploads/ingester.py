@@ -20,12 +20,15 @@ keeps answering requests while a job is parsed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
 import socket
+import sqlite3
 import tempfile
 import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,6 +52,11 @@ from graphsvc.uploads.jobs import free_name
 log = logging.getLogger("graphsvc.ingester")
 FOLDER_PREFIX = "graphsvc-job-"  # then the ingesting process's id
 MAX_ATTEMPTS = 3  # a job whose ingest was cut off this often fails instead of being tried again
+# A job's file is written under its name made safe and cut to this many bytes of UTF-8 (its
+# name in the job stays its label): under the most a file name may have on the file systems
+# a temporary folder lives on (255 bytes; eCryptfs, 143), with room for a repeated name's
+# `-N`. Names stored before uploads bounded them had up to 800 bytes (200 characters).
+MAX_DISK_NAME_BYTES = 128
 
 
 class LeaseLost(Exception):
@@ -72,6 +80,9 @@ class JobIngester:
         self.thread: threading.Thread | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.current: asyncio.Task[bool] | None = None
+        # After an attempt stopped by a full disk, this replica takes no job until then
+        # (time.monotonic()): another replica may have room.
+        self.resting_until = 0.0
 
     def start(self) -> None:
         remove_orphaned_folders()
@@ -122,7 +133,7 @@ class JobIngester:
         if stale:
             async with db.transaction() as conn:
                 await time_out_jobs(conn, stale, now)
-        if job_id is None:
+        if job_id is None or time.monotonic() < self.resting_until:
             return bool(stale)
         async with db.transaction(changes_answers=False) as conn:  # no answer shows leases
             if not await uploads.take_lease(conn, self.holder, now, self.lease_until()):
@@ -137,8 +148,9 @@ class JobIngester:
             await self.fail_job(
                 db,
                 job_id,
-                f"the ingest was cut off {MAX_ATTEMPTS} times (a replica stopped or lost the "
-                "database mid-ingest); see the server logs, then upload the files again",
+                f"the ingest was cut off {MAX_ATTEMPTS} times (a replica stopped, lost the "
+                "database or found its disk full mid-ingest); see the server logs, then upload "
+                "the files again",
             )
             return True
         keeper = LeaseKeeper(self.url, self.holder, job_id, self.settings.ingest_lease_seconds)
@@ -157,10 +169,13 @@ class JobIngester:
         try:
             with tempfile.TemporaryDirectory(prefix=f"{FOLDER_PREFIX}{os.getpid()}-") as folder:
                 async with db.reading() as conn:
+                    files = (await uploads.list_job_files(conn, [job_id]))[job_id]
                     paths = await write_job_files(conn, job_id, Path(folder))
+                # Each file is named by its name in the job, whatever it was written under.
+                names = {path: file.name for path, file in zip(paths, files, strict=True)}
                 while True:
                     try:
-                        message, run_id = await self.run_ingest(db, job_id, paths, Path(folder))
+                        message, run_id = await self.run_ingest(db, job_id, names)
                         break
                     except DATABASE_ERRORS as exc:
                         # Another writer (a `graphsvc ingest` on SQLite) holds the store: the
@@ -178,30 +193,41 @@ class JobIngester:
         except asyncio.CancelledError:
             await asyncio.shield(self.give_back_lease(db))
             raise
-        except DATABASE_ERRORS:
-            # Not the files' fault (the database went away, say): the job stays queued, and
-            # this or another replica tries again, up to MAX_ATTEMPTS.
-            log.exception("file-upload job %d: the ingest failed; it is tried again", job_id)
-            await asyncio.shield(self.give_back_lease(db))
-            return
         except Exception as exc:
-            log.exception("file-upload job %d: the ingest failed", job_id)
-            await self.fail_job(
-                db, job_id, f"internal error ({type(exc).__name__}); see the server log"
-            )
+            if is_disk_full(exc):
+                # Not the files' fault either, and the disk may have room again later: the
+                # job keeps its files and is tried again, after a rest, up to MAX_ATTEMPTS.
+                log.warning("file-upload job %d: the disk is full (%s); tried again", job_id, exc)
+                reason = (
+                    f"the server's disk is full (attempt {attempt} of {MAX_ATTEMPTS}); queued to "
+                    "be tried again"
+                )
+                await asyncio.shield(self.give_back_lease(db, job_id, reason))
+                self.resting_until = time.monotonic() + self.settings.ingest_lease_seconds
+            elif isinstance(exc, DATABASE_ERRORS):
+                # Not the files' fault (the database went away, say): the job stays queued,
+                # and this or another replica tries again, up to MAX_ATTEMPTS.
+                log.exception("file-upload job %d: the ingest failed; it is tried again", job_id)
+                await asyncio.shield(self.give_back_lease(db))
+            else:
+                log.exception("file-upload job %d: the ingest failed", job_id)
+                await self.fail_job(
+                    db, job_id, f"internal error ({type(exc).__name__}); see the server log"
+                )
             return
         audit(
             "upload.ingested", f"file-upload job {job_id}: {message}", job_id=job_id, run_id=run_id
         )
 
     async def run_ingest(
-        self, db: Database, job_id: int, paths: list[Path], root: Path
+        self, db: Database, job_id: int, names: dict[Path, str]
     ) -> tuple[str, str]:
-        """One run of the job's files, completing the job in the same transaction; the
-        job's status message and the run's id."""
+        """One run of the job's files (written at the keys of `names`, named by its values),
+        completing the job in the same transaction; the job's status message and the run's
+        id."""
         limits = IngestLimits(self.settings.max_zip_entries, self.settings.max_ingest_documents)
         async with db.transaction() as conn:
-            result = await ingest_files(conn, paths, root=root, limits=limits)
+            result = await ingest_files(conn, list(names), names=names, limits=limits)
             skipped = sum(result.skipped.values())
             message = (
                 f"ingested {len(result.files)} documents: {result.nodes} nodes, "
@@ -260,9 +286,24 @@ class JobIngester:
             reason=message,
         )
 
-    async def give_back_lease(self, db: Database) -> None:
-        async with db.transaction(changes_answers=False) as conn:
-            await uploads.release_lease(conn, self.holder)
+    async def give_back_lease(
+        self, db: Database, job_id: int | None = None, reason: str | None = None
+    ) -> None:
+        """Give the lease back, the job staying queued; with `reason`, the job's status
+        message says why its attempt stopped (if this replica still held the lease)."""
+        async with db.transaction(changes_answers=reason is not None) as conn:
+            released = await uploads.release_lease(conn, self.holder)
+            if released and job_id is not None and reason is not None:
+                now = datetime.now(UTC)
+                await uploads.set_job_status(conn, job_id, uploads.INGESTING, reason, now)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a write found the disk full: the job's folder, or SQLite's store or its
+    temporary files (SQLITE_FULL)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 async def zip_names(conn: Connection, job_id: int) -> set[str]:
@@ -313,14 +354,16 @@ async def time_out_jobs(conn: Connection, job_ids: list[int], now: datetime) -> 
 
 
 async def write_job_files(conn: Connection, job_id: int, folder: Path) -> list[Path]:
-    """The job's files, written from the database into `folder` under their names in the
-    job. Those are unique since `store_upload` makes them so; a job stored before then may
-    repeat one, and a file system may fold case, so a file never replaces another: it
-    takes the next free name."""
+    """The job's files, written from the database into `folder` in the order of
+    `list_job_files`, each under its name made safe (disk_name). A job's names are unique
+    since `store_upload` makes them so, but one stored before then may repeat one, a name
+    cut may meet another, and a file system may fold case: a file never replaces another,
+    it takes the next free name."""
     files = (await uploads.list_job_files(conn, [job_id]))[job_id]
     paths = []
     for file in files:
-        path = folder / free_name(file.name, lambda candidate: (folder / candidate).exists())
+        taken = free_name(disk_name(file.name), lambda candidate: (folder / candidate).exists())
+        path = folder / taken
         with path.open("xb") as out:
             seq = 0
             while (chunk := await uploads.fetch_chunk(conn, file.id, seq)) is not None:
@@ -328,6 +371,17 @@ async def write_job_files(conn: Connection, job_id: int, folder: Path) -> list[P
                 seq += 1
         paths.append(path)
     return paths
+
+
+def disk_name(name: str) -> str:
+    """A file name any file system takes for a stored name: no `/` or NUL, at most
+    MAX_DISK_NAME_BYTES of UTF-8 without cutting a character, ending in .zip or .json as
+    the name does (.json for any other: ingest tells zips by their bytes)."""
+    extension = ".zip" if name.lower().endswith(".zip") else ".json"
+    stem = name[: -len(extension)] if name.lower().endswith(extension) else name
+    stem = stem.replace("/", "_").replace("\0", "_")
+    room = MAX_DISK_NAME_BYTES - len(extension)
+    return stem.encode(errors="replace")[:room].decode("utf-8", "ignore") + extension
 
 
 class LeaseKeeper:
