@@ -181,6 +181,61 @@ def test_other_requests_are_answered_while_a_secret_change_hashes(
     env.login("henry", "henrys-new-secret")
 
 
+class ChangesHeld(HeldHasher):
+    """Holds every hash and check but the admin's login's; `progressed` counts the holds
+    begun and (released by the test's threads) the requests answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.progressed = threading.Semaphore(0)
+
+    def hold(self) -> None:
+        self.progressed.release()
+        super().hold()
+
+    def verify(self, hash: str | bytes, password: str | bytes) -> Any:
+        if password == "admin-secret":
+            return argon2.PasswordHasher.verify(self, hash, password)
+        return super().verify(hash, password)
+
+
+def test_one_users_parallel_secret_changes_leave_a_slot_for_logins(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 parallel changes of one's own secret, with the right current one: the first holds
+    one password-check slot, the others are a 409 at once (counted nowhere), and the admin
+    logs in meanwhile. Before, two held both slots and the admin's login was a 503."""
+    own = env.user_with_token("henry", "Read-Only", secret="henrys-first-secret")
+    held = ChangesHeld()
+    monkeypatch.setattr(crypto, "password_hasher", held)
+    answers: list[httpx.Response] = []
+
+    def change() -> None:
+        try:
+            answers.append(change_own_secret(env, own, "henrys-first-secret", "henrys-new-one"))
+        finally:
+            held.progressed.release()
+
+    changing = [threading.Thread(target=change) for _ in range(16)]
+    for thread in changing:
+        thread.start()
+    try:
+        # Each change has begun a check (holding a slot) or been answered.
+        for n in range(16):
+            assert held.progressed.acquire(timeout=30), f"{n} of 16 changes progressed"
+        assert login(env, "admin", "admin-secret").status_code == 200
+        assert held.waited_out == 0
+    finally:
+        held.go.release(64)  # whatever failed, the changes end
+        for thread in changing:
+            thread.join()
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses == [200] + [409] * 15, statuses
+    refused = next(r for r in answers if r.status_code == 409).json()["errors"][0]
+    assert refused["message"].startswith("a secret change for this user is already under way")
+    env.login("henry", "henrys-new-one")
+
+
 def test_successful_logins_are_not_counted(make_env: Callable[..., Env]) -> None:
     env = make_env(login_failures_per_minute=2)
     env.create_admin()

@@ -263,6 +263,75 @@ def test_names_that_could_pass_for_another_are_refused(env: Env) -> None:
     assert cli.exit_code == 1 and "name mixes scripts (Cyrillic, Latin)" in cli.stderr
 
 
+def test_names_holding_characters_shown_as_nothing_are_refused(env: Env) -> None:
+    """Unicode's default-ignorable code points, which no category refused: variation
+    selectors, U+034F, the Hangul fillers. Each made a second `admin` (or `admin2`) that
+    logged in."""
+    assert create(env, principal="admin2").status_code == 200
+    cases = [
+        ("admin\ufe0f", "FE0F"),
+        ("adm\u034fin", "034F"),
+        ("admin\u115f", "115F"),
+        ("admin2\ufe00", "FE00"),
+        ("admin2\U000e0100", "E0100"),
+        ("admin2\u1160", "1160"),
+        ("\u3164", "3164"),
+        ("admin\uffa0", "FFA0"),
+        ("admin\u180b", "180B"),
+    ]
+    for name, code in cases:
+        refused = create(env, principal=name)
+        assert refused.status_code == 400, (name, refused.text)
+        error = refused.json()["errors"][0]
+        message = f"principal must not hold characters shown as nothing (U+{code},"
+        assert (error["context"], error["message"][: len(message)]) == ("principal", message)
+    renamed = send(
+        env, "PATCH", f"{USERS}/{user_id_of(env, env.token)}", {"principal": "admin\ufe0f"}
+    )
+    assert renamed.status_code == 400, renamed.text
+
+
+def test_names_that_look_like_a_live_users_are_refused(env: Env) -> None:
+    """UTS #39's confusable skeleton: one-script look-alikes (a Latin alpha, a dotless i, a
+    small capital, a dotted capital I) and whole names in another script (Cyrillic, Greek)
+    are a 409 naming the user they could pass for; other names, and a deleted user's
+    look-alikes, stay free."""
+    for name in ("admin2", "ace", "poe", "scope"):
+        assert create(env, principal=name).status_code == 200, name
+    cases = [
+        ("adm\u0131\u0307n", "admin"),  # a dotless i and a combining dot above
+        ("\u0251dmin2", "admin2"),  # a Latin alpha
+        ("adm\u0131n2", "admin2"),  # a dotless i
+        ("ADM\u0130N2", "admin2"),  # a capital I with a dot, case-folded to i and a dot
+        ("\u1d00ce", "ace"),  # a small capital A
+        ("\u0430\u0441\u0435", "ace"),  # all Cyrillic
+        ("\u0440\u043e\u0435", "poe"),
+        ("\u0455\u0441\u043e\u0440\u0435", "scope"),
+        ("\u03a1\u039f\u0395", "poe"),  # all Greek capitals
+    ]
+    for name, other in cases:
+        refused = create(env, principal=name)
+        assert refused.status_code == 409, (name, refused.text)
+        error = refused.json()["errors"][0]
+        message = f"user name {name!r} could pass for the existing user {other!r}"
+        assert (error["context"], error["message"][: len(message)]) == ("principal", message)
+    kim = create(env, principal="kim").json()["data"]
+    renamed = send(env, "PATCH", f"{USERS}/{kim['id']}", {"principal": "\u0251ce"})
+    assert renamed.status_code == 409, renamed.text
+    assert "could pass for the existing user 'ace'" in renamed.json()["errors"][0]["message"]
+    # Names that only resemble: fine; and renaming oneself to one's own look-alike is too.
+    for name in ("klm", "ivy", "\u0438\u0432\u0430\u043d"):
+        assert create(env, principal=name).status_code == 200, name
+    assert send(env, "PATCH", f"{USERS}/{kim['id']}", {"principal": "k\u0131m"}).status_code == 200
+    ace = next(
+        u for u in send(env, "GET", USERS).json()["data"]["users"] if u["principal_name"] == "ace"
+    )
+    assert send(env, "DELETE", f"{USERS}/{ace['id']}").status_code == 200
+    assert create(env, principal="\u0430\u0441\u0435").status_code == 200
+    cli = env.cli("user", "create", "\u0251dmin2", "--role", "User")
+    assert cli.exit_code == 1 and "could pass for the existing user 'admin2'" in cli.stderr
+
+
 def test_a_deleted_users_name_can_be_given_again(env: Env) -> None:
     """The deleted user's row stays (the audit log names it by id too), its name free."""
     first = create(env, principal="olive", secret="olives-first-secret").json()["data"]

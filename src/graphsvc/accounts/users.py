@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from graphsvc import wire
-from graphsvc.accounts.names import check_user_name, name_key
+from graphsvc.accounts.names import check_user_name, look_alike_forms, name_key
 from graphsvc.accounts.permissions import (
     MANAGE_SELF,
     MANAGE_USERS,
@@ -99,17 +99,38 @@ async def store_new_user(
 async def refuse_taken_name(
     conn: Connection, name: str, key: str, field: str, user_id: str | None = None
 ) -> None:
-    """A 409 when a live user other than `user_id` has a name of this key."""
+    """A 409 when a live user other than `user_id` has a name of this key, or a name this
+    one could pass for."""
     found = await accounts.find_user_by_key(conn, key)
-    if found is None or found[0] == user_id:
-        return
-    if found[1] == name:
-        raise conflict(f"user {name!r} already exists", field)
-    raise conflict(
-        f"user name {name!r} reads as the existing user {found[1]!r}: names are compared "
-        "ignoring case, width and surrounding spaces",
-        field,
-    )
+    if found is not None and found[0] != user_id:
+        if found[1] == name:
+            raise conflict(f"user {name!r} already exists", field)
+        raise conflict(
+            f"user name {name!r} reads as the existing user {found[1]!r}: names are compared "
+            "ignoring case, width and surrounding spaces",
+            field,
+        )
+    await refuse_look_alike(conn, name, key, field, user_id)
+
+
+async def refuse_look_alike(
+    conn: Connection, name: str, key: str, field: str, user_id: str | None = None
+) -> None:
+    """A 409 when the name could pass for a live user's other than `user_id` (UTS #39's
+    confusable skeleton, `look_alike_forms`): `admin` with a Latin alpha (U+0251) beside
+    `admin`, `ace` in Cyrillic letters beside a Latin `ace`. Every live user's name is
+    compared, at creation and rename only: users are few (tens), and a form costs some
+    microseconds (the confusables table, 20-40 ms, loads on a process's first new name)."""
+    forms = look_alike_forms(name)
+    for user in await accounts.list_users(conn):
+        if user.id == user_id or name_key(user.name) == key:
+            continue
+        if forms & look_alike_forms(user.name):
+            raise conflict(
+                f"user name {name!r} could pass for the existing user {user.name!r}: names "
+                "are compared as they look (Unicode's confusables, UTS #39)",
+                field,
+            )
 
 
 async def create_user_account(

@@ -20,7 +20,7 @@ from graphsvc.api.context import Context
 from graphsvc.api.ratelimit import RateLimiter, client_address, too_many_requests
 from graphsvc.api.web import REQUEST_ID_KEY, Request, Response, decode_json, json_response
 from graphsvc.crypto import hash_secret, verify_secret
-from graphsvc.errors import ApiError, bad_request, forbidden
+from graphsvc.errors import ApiError, bad_request, conflict, forbidden
 from graphsvc.logs import AuditEvent, audit, recording_audit
 from graphsvc.store import accounts
 from graphsvc.store.db import Connection
@@ -32,6 +32,9 @@ LOGIN_QUEUE_SECONDS = 2.0
 
 
 login_decoder = msgspec.json.Decoder(wire.LoginRequest)
+# The users (callers and changed users, by id) whose secret change is preparing in this
+# process: one at a time each, so that one user cannot hold both password-check slots.
+changing_secrets: set[str] = set()
 
 
 async def log_in(ctx: Context, request: Request) -> Response:
@@ -100,7 +103,29 @@ async def prepare_secret_change(
     one's own `current_secret` is verified under login's throttle, its failures counted as
     a failed login's (a stolen API token guessed 4 to 7 a second here, against login's 10 a
     minute); then the new secret is hashed. The transaction checks that the digest verified
-    against is still the stored one."""
+    against is still the stored one.
+
+    One change at a time per user (the changed one and the caller): a second, while the
+    first prepares, is a 409 at once, before any slot is taken and counted nowhere (it
+    guessed nothing). So a user sending many at once holds one slot, never both, and
+    logins keep the other; before, 16 parallel changes with the right secret kept both
+    slots busy (all but one then a 409 in the transaction) and logins got 503s."""
+    busy = {user_id, caller.principal.user_id}
+    if busy & changing_secrets:
+        raise conflict(
+            "a secret change for this user is already under way: retry once it is answered",
+            "secret",
+        )
+    changing_secrets.update(busy)
+    try:
+        return await prepare_one_secret_change(ctx, request, caller, user_id, body)
+    finally:
+        changing_secrets.difference_update(busy)
+
+
+async def prepare_one_secret_change(
+    ctx: Context, request: Request, caller: Caller, user_id: str, body: wire.UserSecret
+) -> users.NewSecret:
     if not users.changes_own_secret(caller, user_id):
         users.validate_secret(body.secret)
         async with password_check_slot(ctx.password_checks):
