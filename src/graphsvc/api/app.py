@@ -265,7 +265,8 @@ class App:
         fields = {
             "request_id": request_id,
             "method": scope["method"],
-            "path": scope["path"],  # never the query: it can carry what a client should not log
+            # never the query: it can carry what a client should not log
+            "path": logged_path(scope["path"]),
             "status": status,
             "duration_ms": round(seconds * 1000, 2),
             "operation": operation,
@@ -767,6 +768,17 @@ def refuse_expired_secret(op: Operation, user_id: str, arguments: dict[str, Any]
         f"/api/v2/bloodhound-users/{user_id}/secret, then log in again",
         "expired_secret",
     )
+
+
+TOKEN_PATH = "/api/v2/tokens/"  # noqa: S105 - a route, not a secret
+
+
+def logged_path(path: str) -> str:
+    """A request's path as its log line shows it: a token's id in it (revoking one) as its
+    token_hash, like every token id a line shows."""
+    if path.startswith(TOKEN_PATH) and len(path) > len(TOKEN_PATH):
+        return TOKEN_PATH + token_hash(path[len(TOKEN_PATH) :])
+    return path
 
 
 def caller_fields(identity: Identity) -> dict[str, str]:
