@@ -653,3 +653,25 @@ def test_an_answer_kept_for_one_user_never_reaches_another(make_env: Callable[..
         refused = env.get(uri, other, headers=sent)
         assert refused.status_code == 404, sent
         assert refused.json()["errors"][0]["context"] == "file_upload_job_id"
+
+
+def test_a_replica_of_another_edition_tags_its_answers_apart(
+    make_env: Callable[..., Env],
+) -> None:
+    """Replicas of both editions on one store (during a move to Enterprise) answer some
+    operations differently: a tag made by one is not current at the other, though the data
+    and the request are the same."""
+    community = make_env(edition="community")
+    community.create_admin()
+    enterprise = make_env(edition="enterprise")
+    enterprise.token = community.token
+    uri = (
+        "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
+        "&start=2000-01-01T00:00:00Z&end=2100-01-01T00:00:00Z"
+    )
+    made = community.get(uri)
+    assert made.status_code == 200, made.text
+    other = enterprise.get(uri, headers={"If-None-Match": made.headers["etag"]})
+    assert other.status_code == 200 and other.headers["etag"] != made.headers["etag"]
+    again = community.get(uri, headers={"If-None-Match": made.headers["etag"]})
+    assert again.status_code == 304  # current where it was made

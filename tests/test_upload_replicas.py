@@ -27,6 +27,7 @@ from graphsvc.accounts import tokens, users
 from graphsvc.crypto import KeyBox
 from graphsvc.signatures import body_signer, encode_signature
 from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.uploads.ingester import MAX_ATTEMPTS
 from tests.conftest import (
     FIXTURES,
     TEST_FERNET_KEY,
@@ -547,3 +548,29 @@ def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
         assert stalled.status_code == 408
         assert stalled.json()["errors"][0]["message"] == "the request body stalled for 1 s"
     assert fetch(database_url, "SELECT count(*) FROM file_upload_files") == [(1,)]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
+def test_a_job_cut_off_on_its_last_attempt_fails_and_drops_its_files(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A job whose ingest was cut off MAX_ATTEMPTS times (its replicas died, or found their
+    disk full) is not tried again for ever: the next replica to take it fails it, saying
+    why, drops its files' bytes and writes nothing to the graph."""
+    client = Client(create_uploader(database_url))
+    receiving = server_environment(database_url, tmp_path / "in", ingester="false")
+    with served(receiving) as (base, _):
+        job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
+        assert client.send(base, job_id, V6 / "domains.json").status_code == 202
+        client.call(base, "POST", f"{JOBS}/{job_id}/end")
+    fetch(database_url, "UPDATE file_upload_jobs SET attempts = $1", MAX_ATTEMPTS)
+    with served(server_environment(database_url, tmp_path / "worker", **FAST_WORKER)) as (
+        base,
+        _,
+    ):
+        job = client.wait(base, job_id)
+    assert job["status"] == 5, job
+    assert job["status_message"].startswith(f"the ingest was cut off {MAX_ATTEMPTS} times")
+    assert fetch(database_url, "SELECT attempts FROM file_upload_jobs") == [(MAX_ATTEMPTS + 1,)]
+    assert fetch(database_url, "SELECT count(*) FROM file_upload_chunks") == [(0,)]
+    assert fetch(database_url, "SELECT count(*) FROM nodes") == [(0,)]
