@@ -76,17 +76,21 @@ def test_a_command_names_the_store_it_was_not_told_to_use(tmp_path: Path) -> Non
         name: None for name in os.environ if name.startswith("GRAPHSVC_")
     }
     environment["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    told = CliRunner().invoke(main, ["domains"], env=environment)
-    assert told.exit_code == 0, told.output
     default = tmp_path / "xdg" / "graphsvc" / "graphsvc.sqlite3"
-    assert (
+    said = (
         f"graphsvc: the store is sqlite:///{default}, the default: set GRAPHSVC_DATA_DIR or "
-        "GRAPHSVC_DATABASE_URL to choose one" in told.stderr
+        "GRAPHSVC_DATABASE_URL to choose one"
     )
-    chosen = CliRunner().invoke(
-        main, ["domains"], env={**environment, "GRAPHSVC_DATA_DIR": str(tmp_path / "d")}
-    )
-    assert chosen.exit_code == 0 and "the store is" not in chosen.stderr
+    missing = CliRunner().invoke(main, ["domains"], env=environment)  # a read creates nothing
+    assert missing.exit_code == 1 and said in missing.stderr, missing.output
+    for command in (["db", "upgrade"], ["domains"]):
+        told = CliRunner().invoke(main, command, env=environment)
+        assert told.exit_code == 0, told.output
+        assert said in told.stderr
+    chosen = {**environment, "GRAPHSVC_DATA_DIR": str(tmp_path / "d")}
+    for command in (["db", "upgrade"], ["domains"]):
+        done = CliRunner().invoke(main, command, env=chosen)
+        assert done.exit_code == 0 and "the store is" not in done.stderr
 
 
 def test_demo_json_has_every_identifier(cli: Callable[..., Result]) -> None:

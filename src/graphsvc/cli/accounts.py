@@ -27,6 +27,7 @@ from graphsvc.cli.common import (
     keys_of,
     load_settings,
     read_stdin_secret,
+    read_store,
     run_in_transaction,
 )
 from graphsvc.crypto import hash_secret
@@ -82,7 +83,7 @@ def user_create(
 @click.option("--json", "as_json", is_flag=True)
 def user_list(as_json: bool) -> None:
     """Users, with their roles and whether they are disabled."""
-    users = run_in_transaction(load_settings(), accounts.list_users)
+    users = read_store(load_settings(), accounts.list_users)
     lines = [
         f"{u.id}  {u.name:<24} {u.role:<14} {'disabled' if u.disabled else 'enabled'}"
         for u in users
@@ -259,7 +260,7 @@ def token_list(user_name: str | None, as_json: bool) -> None:
         names = {u.id: u.name for u in await accounts.list_users(conn)}
         return [(t, names.get(t.user_id.uuid, "")) for t in listed.data.tokens]
 
-    tokens = run_in_transaction(load_settings(), work)
+    tokens = read_store(load_settings(), work)
     lines = [describe_token(t, owner) for t, owner in tokens]
     emit(as_json, [t for t, _ in tokens], "\n".join(lines) or "no tokens")
 

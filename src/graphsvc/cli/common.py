@@ -1,13 +1,14 @@
-"""What every command shares: settings, one-line failures, the write transaction, and the
-`graphsvc` group itself."""
+"""What every command shares: settings, one-line failures, the write transaction, the read
+that writes nothing, and the `graphsvc` group itself."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -65,12 +66,7 @@ def migrate(settings: Settings) -> list[str]:
 
     url = settings.resolved_database_url()
     shown = database.redact_url(url)
-    if not {"GRAPHSVC_DATABASE_URL", "GRAPHSVC_DATA_DIR"} & os.environ.keys():
-        click.echo(
-            f"graphsvc: the store is {shown}, the default: set GRAPHSVC_DATA_DIR or "
-            "GRAPHSVC_DATABASE_URL to choose one",
-            err=True,
-        )
+    name_a_default_store(shown)
     from graphsvc.store.migrate import upgrade_schema  # alembic: 0.27 s of imports
 
     try:
@@ -85,6 +81,75 @@ def migrate(settings: Settings) -> list[str]:
     raise AssertionError("unreachable")
 
 
+def name_a_default_store(shown: str) -> None:
+    """Say which store a command uses when neither GRAPHSVC_DATABASE_URL nor
+    GRAPHSVC_DATA_DIR chose it."""
+    if not {"GRAPHSVC_DATABASE_URL", "GRAPHSVC_DATA_DIR"} & os.environ.keys():
+        click.echo(
+            f"graphsvc: the store is {shown}, the default: set GRAPHSVC_DATA_DIR or "
+            "GRAPHSVC_DATABASE_URL to choose one",
+            err=True,
+        )
+
+
+def read_store(settings: Settings, work: Callable[[database.Connection], Awaitable[T]]) -> T:
+    """Run `work` on a connection that only reads: no migration, no write transaction, and
+    the data version left where it is, so that no server's answers or clients' tags go
+    stale for a look at the store. A store that is missing, or not at this graphsvc's
+    schema, is named with the command that brings it there."""
+    import asyncio
+
+    from graphsvc.store import db as database
+    from graphsvc.store.migrate import head_revision, stored_revision
+
+    url = settings.resolved_database_url()
+    shown = database.redact_url(url)
+    name_a_default_store(shown)
+    if url.startswith("sqlite:///") and not os.path.exists(url.removeprefix("sqlite:///")):
+        fail(f"no store at {shown}: `graphsvc db upgrade` creates it (or `graphsvc demo`)")
+
+    async def checked() -> T:
+        db = database.create_database(url, pool_size=1)
+        await db.open()
+        try:
+            async with db.reading() as conn:
+                stored, head = await stored_revision(conn), head_revision()
+                if stored != head:
+                    at = f"at revision {stored}" if stored else "without a schema"
+                    fail(
+                        f"the store at {shown} is {at}, and this graphsvc reads revision "
+                        f"{head}: run `graphsvc db upgrade` (a server upgrades it as it starts)"
+                    )
+                return await work(conn)
+        finally:
+            await db.close()
+
+    with failing_as_commands_do("nothing was changed"):
+        try:
+            return asyncio.run(checked())
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def failing_as_commands_do(outcome: str) -> Iterator[None]:
+    """A command's expected errors as one line each: an API error's context and message,
+    an ingest's, the store's; `outcome` says what became of the command's work."""
+    from graphsvc.errors import ApiError
+    from graphsvc.ingest.records import IngestError
+    from graphsvc.store import db as database
+
+    try:
+        yield
+    except ApiError as exc:
+        fail(f"{exc.context}: {exc.message}")
+    except IngestError as exc:
+        fail(f"{exc} ({outcome})")
+    except database.DATABASE_ERRORS as exc:
+        fail(f"{database.describe_database_error(exc)} ({outcome})")
+
+
 def run_in_transaction(
     settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
 ) -> T:
@@ -93,10 +158,7 @@ def run_in_transaction(
     rolled back."""
     import asyncio
 
-    from graphsvc.errors import ApiError
-    from graphsvc.ingest.records import IngestError
     from graphsvc.logs import recording_audit
-    from graphsvc.store import db as database
 
     migrate(settings)
 
@@ -109,16 +171,11 @@ def run_in_transaction(
         await store_audit_events(conn, events, None, "", "", settings.audit_retention_days)
         return result
 
-    try:
-        return asyncio.run(run_stoppable(settings.resolved_database_url(), audited))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        fail(INTERRUPTED, EXIT_INTERRUPTED)
-    except ApiError as exc:
-        fail(f"{exc.context}: {exc.message}")
-    except IngestError as exc:
-        fail(f"{exc} (nothing was written)")
-    except database.DATABASE_ERRORS as exc:
-        fail(f"{database.describe_database_error(exc)} (nothing was written)")
+    with failing_as_commands_do("nothing was written"):
+        try:
+            return asyncio.run(run_stoppable(settings.resolved_database_url(), audited))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            fail(INTERRUPTED, EXIT_INTERRUPTED)
     raise AssertionError("unreachable")
 
 

@@ -11,7 +11,7 @@ import click
 import msgspec
 
 from graphsvc import wire
-from graphsvc.cli.common import emit, fail, load_settings, run_in_transaction
+from graphsvc.cli.common import emit, fail, load_settings, read_store, run_in_transaction
 from graphsvc.errors import ApiError
 from graphsvc.graph import extensions, nodes
 from graphsvc.graph.nodes import ENVIRONMENT_TYPES
@@ -114,7 +114,7 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
     async def work(conn: database.Connection) -> wire.PagedSearchResults:
         return await nodes.search(conn, text, kind, Page(0, limit))
 
-    found = run_in_transaction(load_settings(), work)
+    found = read_store(load_settings(), work)
     lines = [f"{n.objectid}  {n.type:<14} {n.name}" for n in found.data]
     if found.count > len(found.data):
         lines.append(f"... {found.count - len(found.data)} more; narrow the text or --kind")
@@ -141,7 +141,7 @@ def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
         index = PathIndex(folder=settings.resolved_path_index_folder())
         return await find_shortest_paths(conn, index, start, end, kinds)
 
-    found = run_in_transaction(settings, work)
+    found = read_store(settings, work)
     emit(as_json, found, describe_paths(found.data, start.upper()))
 
 
@@ -188,7 +188,7 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
         index = PathIndex(folder=settings.resolved_path_index_folder())
         return await list_exposure(conn, index, domain, Page(0, limit))
 
-    found = run_in_transaction(settings, work)
+    found = read_store(settings, work)
     users = found.users
     lines = [
         f"{users.exposed} of {users.enabled} enabled users ({100 * users.share:.1f}%) have a "
@@ -207,7 +207,7 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def domains(as_json: bool) -> None:
     """The AD domains and Azure tenants data exists for, with their ids."""
-    listed = run_in_transaction(load_settings(), nodes.list_available_domains)
+    listed = read_store(load_settings(), nodes.list_available_domains)
     lines = [
         f"{d.id}  {d.type:<17} {d.name}{'' if d.collected else '  (referred to only)'}"
         for d in listed.data
@@ -226,7 +226,7 @@ def schema_list(as_json: bool) -> None:
     """Extensions and environment kinds, with the ids the API asks for."""
     from graphsvc.store.extensions import list_extensions
 
-    registered = run_in_transaction(load_settings(), list_extensions)
+    registered = read_store(load_settings(), list_extensions)
     data: list[dict[str, Any]] = [
         {
             "id": x.id,
