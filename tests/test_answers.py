@@ -675,3 +675,50 @@ def test_a_replica_of_another_edition_tags_its_answers_apart(
     assert other.status_code == 200 and other.headers["etag"] != made.headers["etag"]
     again = community.get(uri, headers={"If-None-Match": made.headers["etag"]})
     assert again.status_code == 304  # current where it was made
+
+
+def stored_version(env: Env) -> int:
+    """The store's data version, read in a transaction that moves none."""
+
+    async def work(conn: Connection) -> int:
+        return int(await conn.fetchval(db.READ_DATA_VERSION))
+
+    return asyncio.run(run_in_transaction(env.url, work, changes_answers=False))
+
+
+def test_a_jobs_bookkeeping_moves_no_data_version_and_changes_no_kept_answer(
+    demo_env: tuple[Env, DemoResult],
+) -> None:
+    """Starting, feeding, ending and cancelling upload jobs is shown only by the job list and
+    the audit log, which are made anew at each request: it moves no data version, so every
+    kept answer and every tag a client holds stays current (before, each emptied every
+    server's answers). Their ingest, which changes the graph, moves it."""
+    from tests.test_answers_at_once import reads_of
+
+    env, demo = demo_env
+    bookkeeping = {op.operation_id for op in OPERATIONS if not op.changes_answers}
+    assert bookkeeping == {
+        "CreateFileUploadJob",
+        "UploadFileToJob",
+        "EndFileUploadJob",
+        "CancelFileUploadJob",
+    }
+    kept = {uri: env.get(uri) for uri in reads_of(demo)}
+    assert all(answer.status_code == 200 for answer in kept.values())
+    version = stored_version(env)
+
+    def post(uri: str, body: bytes = b"") -> dict[str, Any]:
+        headers = {**env.signed_headers("POST", uri, body=body), "Content-Type": "application/json"}
+        sent = env.request("POST", uri, headers, content=body)
+        assert sent.status_code in (200, 201, 202), sent.text
+        data: dict[str, Any] = sent.json()["data"]
+        return data
+
+    for finish in ("end", "cancel"):
+        job = post("/api/v2/file-upload/start")["id"]
+        post(f"/api/v2/file-upload/{job}", b'{"graph": {"nodes": [], "edges": []}}')
+        post(f"/api/v2/file-upload/{job}/{finish}")
+    assert stored_version(env) == version
+    for uri, answer in kept.items():
+        again = env.get(uri, headers={"If-None-Match": answer.headers["etag"]})
+        assert again.status_code == 304, uri

@@ -400,14 +400,14 @@ class App:
                 with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
                     async with self.noting_arrival(op, arguments):
                         await receive_upload(request, spool, content_type, found)
-                    async with self.db.transaction() as conn:
+                    async with self.db.transaction(op.changes_answers) as conn:
                         body = await self.run_audited(op, conn, request, arguments, decoder)
             elif op.writes:
                 # The whole body first: a client slow to send it must not hold a connection
                 # of the pool meanwhile.
                 await request.body()
                 prepared = await self.prepare_write(op, request, decoder)
-                async with self.db.transaction() as conn:
+                async with self.db.transaction(op.changes_answers) as conn:
                     identity = await self.auth.authenticate(conn, request)
                     arguments = {**self.admit_caller(op, request, identity), **prepared}
                     body = await self.run_audited(op, conn, request, arguments, decoder)

@@ -131,6 +131,11 @@ class Operation:
     # data version (api/answers.py): False for one that shows what moves without a write
     # that moves the version (a token's last access, a job kept alive, a refused login).
     cached: bool = True
+    # Whether a write can change an answer that is kept (its commit then moves the data
+    # version, and every kept answer and tag goes stale): False for a job's bookkeeping,
+    # which only the job list and the audit log show, both made anew at each request
+    # (tests/test_answers.py holds every kept answer to it).
+    changes_answers: bool = True
     # An entity list's name among its entity's counts (`x-count-field` in the document: the
     # console shows each list with its size).
     count_field: str | None = None
@@ -510,6 +515,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=INGEST,
         parameters=(TheCaller(),),
         writes=True,
+        changes_answers=False,
         status=201,
         tells_upload_limit=True,
     ),
@@ -540,6 +546,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=INGEST,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
+        changes_answers=False,
         status=202,
         upload=True,
         admit=jobs.check_upload_target,
@@ -556,6 +563,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=INGEST,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
+        changes_answers=False,
     ),
     Operation(
         "GET",
@@ -580,6 +588,7 @@ OPERATIONS: tuple[Operation, ...] = (
         permission=INGEST,
         parameters=(TheCaller(), JOB_ID),
         writes=True,
+        changes_answers=False,
     ),
     Operation(
         "DELETE",

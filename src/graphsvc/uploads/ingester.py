@@ -131,7 +131,7 @@ class JobIngester:
             idle_since = now - timedelta(seconds=self.settings.upload_job_timeout_seconds)
             stale = await uploads.list_stale_jobs(conn, idle_since)
         if stale:
-            async with db.transaction() as conn:
+            async with db.transaction(changes_answers=False) as conn:  # no kept answer shows a job
                 await time_out_jobs(conn, stale, now)
         if job_id is None or time.monotonic() < self.resting_until:
             return bool(stale)
