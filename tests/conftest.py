@@ -725,6 +725,14 @@ def make_env(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Env]]:
 
 
 @pytest.fixture
+def uploading(make_env: Callable[..., Env]) -> tuple[Env, tokens.CreatedToken]:
+    """A store with an admin, a worker that looks for jobs often, and an Upload-Only token."""
+    made = make_env(ingester=True, ingest_poll_seconds=0.05)
+    made.create_admin()
+    return made, made.user_with_token("collector", "Upload-Only")
+
+
+@pytest.fixture
 def env(make_env: Callable[..., Env]) -> Env:
     made = make_env()
     made.create_admin()

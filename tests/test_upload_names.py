@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import sqlite3
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -59,13 +58,6 @@ def count(env: Env, sql: str, *args: Any) -> Any:
         return await conn.fetchval(sql, *args)
 
     return env.run_in_transaction(work)
-
-
-@pytest.fixture
-def uploading(make_env: Callable[..., Env]) -> tuple[Env, tokens.CreatedToken]:
-    made = make_env(ingester=True, ingest_poll_seconds=0.05)
-    made.create_admin()
-    return made, made.user_with_token("collector", "Upload-Only")
 
 
 def test_a_name_of_300_bytes_is_kept_within_200_and_its_file_ingested(

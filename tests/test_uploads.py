@@ -117,14 +117,6 @@ def count_rows(env: Env, table: str) -> int:
     return env.run_in_transaction(work)
 
 
-@pytest.fixture
-def uploading(make_env: Callable[..., Env]) -> tuple[Env, tokens.CreatedToken]:
-    """A store with an admin, a worker that looks for jobs often, and an Upload-Only token."""
-    made = make_env(ingester=True, ingest_poll_seconds=0.05)
-    made.create_admin()
-    return made, made.user_with_token("collector", "Upload-Only")
-
-
 def test_upload_only_token_uploads_json_files_and_the_graph_equals_the_cli_ingest(
     uploading: tuple[Env, tokens.CreatedToken],
 ) -> None:
