@@ -289,6 +289,9 @@ def test_no_answer_outlives_an_upload_job(make_env: Callable[..., Env]) -> None:
     assert env.get(AGG).json()["data"] == []
     job_id = upload(env, env.token, json_files(V6))
     assert wait_for_job(env, env.token, job_id)["status"] == 2
+    # The ingester commits on a connection of its own: on PostgreSQL the app hears of it by
+    # NOTIFY a moment later (the job's start and end no longer move the version meanwhile).
+    env.wait_until_the_app_knows()
     rows = env.get(AGG).json()["data"]
     assert {r["metric_type"] for r in rows} == {"node", "relationship"}
 
