@@ -1,11 +1,18 @@
-"""Answers from memory while the data is unchanged: the ETag of a read, `If-None-Match`, and
-the bounded cache of encoded answers, both keyed by the store's data version (store/db.py)
-and the normalized request.
+"""Answers from memory while the data is unchanged: the key and ETag of a read,
+`If-None-Match`, and the bounded cache of encoded answers, keyed by the store's data version
+(store/db.py) and the normalized request.
 
 An ETag made from the data version and the request names one answer: the store's data
 behind a cached operation changes only with the version, and its answer shows nothing else
 that moves (operations that show a time that moves per request, or a token's last access,
 are marked `cached=False` in the operations table and get an ETag made from their bytes).
+
+One kind of answer shows a time that moves and is kept all the same: a list over a time
+window that ends now (the data-quality statistics asked without `end`). It is kept as its
+bytes around the window's bounds, which each answer fills in with the time it is sent,
+until a record can enter or leave the window as it moves (`Window.records_change_at`). Its
+bytes differ from one answer to the next, so its ETag is weak, made from the records'
+bytes: a client holding it gets 304 while the records are unchanged.
 """
 
 from __future__ import annotations
@@ -13,14 +20,24 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import version as package_version
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
+from graphsvc.api.params import BaseUrl, TheCaller
+from graphsvc.api.web import Request, Response, encode
+from graphsvc.settings import Settings
+from graphsvc.store.paging import Window
+
+if TYPE_CHECKING:  # the operations table's console pages use this module's tags
+    from graphsvc.api.routes import Operation
+
 # What a cached answer's key holds besides the data version, as JSON: the operation, its
 # path parameters, its query as sent (names sorted, the values of each in their order), and
-# what else of the request it depends on (see `App.key_context`): the user, for the
+# what else of the request it depends on (see `AnswerKeys.context`): the user, for the
 # operations whose answer is the caller's own or that check what the caller may see, and
 # the URL the service was reached at, for those that show it. One bytes object: its size
 # is known at once, and it is hashed and compared as fast as the tuples it was made of.
@@ -31,11 +48,41 @@ CACHE_CONTROL = "private, no-cache"  # a client may keep it, but must ask (If-No
 # 64 + 56 + 83 + 28 + about 100 for the OrderedDict's slot and link).
 ENTRY_OVERHEAD_BYTES = 400
 encode_key = msgspec.json.Encoder().encode
+# Where a window's moving bounds sit in the encoded answer: two times no record can have
+# (years before any collector), the start before the end (the wire shapes' field order).
+START_MARK = datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
+END_MARK = datetime(1, 1, 1, 0, 0, 0, 2, tzinfo=UTC)
+
+
+class MovingWindow(NamedTuple):
+    """A kept answer over a window that ends at the time it is sent: its bytes around the
+    window's start (when it moves) and end, until its records can change."""
+
+    pieces: tuple[bytes, ...]  # three: around the start and the end; two: around the end
+    start_follows_by: timedelta | None  # the start, this long before the end; None: fixed
+    until: datetime  # when a record can enter or leave the window: made again from then on
+
+    def body(self, now: datetime) -> bytes:
+        end = encode(now)
+        if self.start_follows_by is None:
+            return end.join(self.pieces)
+        before_start, before_end, after_end = self.pieces
+        return b"".join(
+            (before_start, encode(now - self.start_follows_by), before_end, end, after_end)
+        )
 
 
 class Answer(NamedTuple):
     etag: str
-    body: bytes
+    body: bytes  # empty for an answer over a moving window: `moving` holds its bytes
+    moving: MovingWindow | None = None
+
+    def body_at(self, now: datetime) -> bytes:
+        return self.body if self.moving is None else self.moving.body(now)
+
+    def size(self) -> int:
+        pieces = () if self.moving is None else self.moving.pieces
+        return sum(map(sys.getsizeof, pieces), sys.getsizeof(self.body))
 
 
 def make_key(
@@ -45,6 +92,32 @@ def make_key(
     context: list[str | None],
 ) -> AnswerKey:
     return encode_key((operation_id, list(path_params.values()), sorted(query.items()), context))
+
+
+class AnswerKeys:
+    """The key of each cached read: what, besides its operation and parameters, its answer
+    depends on."""
+
+    def __init__(self, settings: Settings, operations: Iterable[Operation]) -> None:
+        # The operations whose answer is the caller's own, or depends on who may see it: the
+        # user is part of its key. Those that show the URL the service was reached at, when
+        # no public URL is set: that URL is (a request's Host must not decide another's).
+        self.per_caller: set[str] = set()
+        self.per_base_url: set[str] = set()
+        for op in operations:
+            if any(isinstance(p, TheCaller) for p in op.parameters):
+                self.per_caller.add(op.operation_id)
+            if not settings.public_url and any(isinstance(p, BaseUrl) for p in op.parameters):
+                self.per_base_url.add(op.operation_id)
+
+    def key(self, op: Operation, request: Request) -> AnswerKey:
+        """The key of `op`'s answer to `request`, once its caller is known."""
+        context: list[str | None] = []
+        if op.operation_id in self.per_caller:
+            context.append(request.caller.principal.user_id)
+        if op.operation_id in self.per_base_url:
+            context.append(request.base_url())
+        return make_key(op.operation_id, request.path_params, request.query, context)
 
 
 def etag_salt(edition: str) -> bytes:
@@ -58,6 +131,13 @@ def version_etag(version: int, key: AnswerKey, salt: bytes) -> str:
     """A strong ETag for the answer to `key` while the store is at `version`."""
     digest = hashlib.blake2b(key, digest_size=16, person=version.to_bytes(8), salt=salt)
     return f'"{digest.hexdigest()}"'
+
+
+def records_etag(key: AnswerKey, records: bytes, salt: bytes) -> str:
+    """A weak ETag for an answer over a moving window: its key and its records' bytes."""
+    digest = hashlib.blake2b(key, digest_size=16, salt=salt)
+    digest.update(records)
+    return f'W/"{digest.hexdigest()}"'
 
 
 def content_etag(body: bytes) -> str:
@@ -79,19 +159,48 @@ def matches_none(if_none_match: str | None, etag: str) -> bool:
     text = if_none_match.strip()
     if text == "*":
         return True
-    for tag in text.split(","):
-        tag = tag.strip()
-        if tag.startswith("W/"):
-            tag = tag[2:]
-        if tag == etag:
-            return True
-    return False
+    etag = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == etag for tag in text.split(","))
+
+
+def keep_answer(
+    answer: msgspec.Struct, key: AnswerKey, version: int, window: Window | None, salt: bytes
+) -> Answer | None:
+    """`answer`, encoded as it is kept; None when it cannot be (a window that ends now,
+    whose read noted no time its records change)."""
+    if window is None:
+        return Answer(version_etag(version, key, salt), encode(answer))
+    until = window.records_change_at
+    if until is None:
+        return None
+    follows_by = window.start_follows_by
+    marked = msgspec.structs.replace(
+        answer, end=END_MARK, **({} if follows_by is None else {"start": START_MARK})
+    )
+    records = encode(marked)
+    if follows_by is None:
+        pieces = tuple(records.split(encode(END_MARK), 1))
+    else:
+        before_start, rest = records.split(encode(START_MARK), 1)
+        pieces = (before_start, *rest.split(encode(END_MARK), 1))
+    return Answer(records_etag(key, records, salt), b"", MovingWindow(pieces, follows_by, until))
+
+
+def answer_kept(
+    kept: Answer, if_none_match: str | None, headers: dict[str, str], status: int
+) -> Response:
+    """A kept answer, or 304 when `If-None-Match` names it."""
+    headers["ETag"] = kept.etag
+    if matches_none(if_none_match, kept.etag):
+        return Response(304, b"", headers)
+    return Response(status, kept.body_at(datetime.now(UTC)), headers)
 
 
 class AnswerCache:
     """Encoded answers of one data version, least recently used dropped first past
     `max_bytes` (a body, its key and ENTRY_OVERHEAD_BYTES each). Every entry is
-    dropped when the version moves."""
+    dropped when the version moves; an answer over a moving window, when its records can
+    change."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -105,15 +214,20 @@ class AnswerCache:
         found = self.entries.get(key)
         if found is None:
             return None
+        answer = found[0]
+        if answer.moving is not None and datetime.now(UTC) >= answer.moving.until:
+            del self.entries[key]
+            self.size -= found[1]
+            return None
         self.entries.move_to_end(key)
-        return found[0]
+        return answer
 
     def put(self, version: int, key: AnswerKey, answer: Answer) -> None:
         """Keep an answer made while the store was at `version` (none, if it has moved
         since: the answer may be of either)."""
         if version != self.version:
             return
-        cost = sys.getsizeof(answer.body) + sys.getsizeof(key) + ENTRY_OVERHEAD_BYTES
+        cost = answer.size() + sys.getsizeof(key) + ENTRY_OVERHEAD_BYTES
         if cost > self.max_bytes:
             return
         previous = self.entries.pop(key, None)

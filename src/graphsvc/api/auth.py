@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,7 +21,9 @@ from graphsvc.errors import ApiError, forbidden, unauthorized
 from graphsvc.settings import Settings
 from graphsvc.signatures import body_key, encode_signature, signatures_match
 from graphsvc.store import accounts
-from graphsvc.store.db import Connection
+from graphsvc.store.db import DATABASE_ERRORS, Connection, Database
+
+log = logging.getLogger("graphsvc")
 
 # The offsets time zones use; a RequestDate written in another is refused.
 EARLIEST_OFFSET, LATEST_OFFSET = timedelta(hours=-12), timedelta(hours=14)
@@ -188,7 +192,6 @@ class Authenticator:
         self.jwt_key = jwt_key
         self.keys = keys
         self.permissions: dict[int, frozenset[str]] = {}
-        self.touched: dict[str, float] = {}
         self.tokens: dict[str, CachedToken] = {}
         self.verified_signatures: dict[SignedRequest, None] = {}
         # Token and user ids a change was made to, and the time.monotonic() until which no
@@ -420,13 +423,48 @@ class Authenticator:
     def permissions_of(self, principal: accounts.Principal) -> frozenset[str]:
         return self.permissions.get(principal.role_id, frozenset())
 
-    def token_needs_touch(self, token_id: str) -> bool:
-        """At most one last-access write per token per minute from this process."""
-        now = time.monotonic()
-        if now - self.touched.get(token_id, float("-inf")) < TOKEN_TOUCH_INTERVAL:
-            return False
-        self.touched[token_id] = now
-        return True
 
-    def forget_touch(self, token_id: str) -> None:
-        self.touched.pop(token_id, None)
+class LastAccess:
+    """Each token's last access, written after the answer and by one writer at a time: on
+    SQLite the write waits behind an ingest's write lock, which a read must not wait for.
+    At most one write per token per minute from this process; a token used while the
+    writer is busy waits for its next round, never dropped."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.written: dict[str, float] = {}  # token id -> time.monotonic() of its last note
+        self.pending: dict[str, datetime] = {}  # token id -> last access not yet written
+        self.writer: asyncio.Task[None] | None = None
+
+    def note(self, identity: Identity) -> None:
+        token_id = identity.token_id
+        if token_id is None:
+            return
+        now = time.monotonic()
+        if now - self.written.get(token_id, float("-inf")) < TOKEN_TOUCH_INTERVAL:
+            return
+        self.written[token_id] = now
+        self.pending[token_id] = datetime.now(UTC)
+        if self.writer is None:
+            self.writer = asyncio.create_task(self.write())
+
+    async def write(self) -> None:
+        try:
+            while self.pending:
+                pending, self.pending = self.pending, {}
+                try:
+                    # No answer that is cached shows a token's last access (see `cached`).
+                    async with self.db.transaction(changes_answers=False) as conn:
+                        for token_id, when in pending.items():
+                            await accounts.touch_token(conn, token_id, when)
+                except DATABASE_ERRORS as exc:
+                    log.debug("last access of %d tokens not written: %s", len(pending), exc)
+                    for token_id in pending:
+                        self.written.pop(token_id, None)  # written by a later request
+        finally:
+            self.writer = None
+
+    async def stop(self) -> None:
+        """Wait for the writes noted so far (at shutdown)."""
+        if self.writer is not None:
+            await self.writer

@@ -142,7 +142,8 @@ def parse_window(query: Query, now: datetime) -> Window:
         raise bad_request("query parameter end must be at least 30 days after year 1", "end")
     if start > end:
         raise bad_request("query parameter start must not be after end", "start")
-    return Window(start, end)
+    follows_by = DEFAULT_WINDOW if raw_start is None and raw_end is None else None
+    return Window(start, end, ends_now=raw_end is None, start_follows_by=follows_by)
 
 
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
@@ -359,8 +360,6 @@ class BeforeAfter:
 
     def parse(self, request: Request, app: Services) -> Window:
         raw_before, raw_after = single(request.query, "before"), single(request.query, "after")
-        if raw_before is None:
-            request.shows_now = True
         before = datetime.now(UTC) if raw_before is None else parse_time(raw_before, "before")
         if raw_after is not None:
             return Window(parse_time(raw_after, "after"), before)
@@ -387,9 +386,10 @@ class TimeWindow:
     argument: str = "window"
 
     def parse(self, request: Request, app: Services) -> Window:
-        if single(request.query, "end") is None:  # the answer's `end` is now
-            request.shows_now = True
-        return parse_window(request.query, datetime.now(UTC))
+        window = parse_window(request.query, datetime.now(UTC))
+        if window.ends_now:  # the answer's `end` is the time it is sent
+            request.window_ending_now = window
+        return window
 
     def document(self) -> list[Document]:
         return [

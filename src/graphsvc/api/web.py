@@ -21,6 +21,7 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.errors import ApiError, bad_request
+from graphsvc.store.paging import Window
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -72,8 +73,9 @@ class Request:
         self._body: bytes | None = None
         self.caller: Any = None  # the authenticated user (accounts.permissions.Caller), once known
         self.upload: Any = None  # an upload's received file (uploads.jobs.UploadedBody)
-        # Its answer shows the time it is made (a window ending now by default): never kept.
-        self.shows_now = False
+        # The time window it asked for, when it ends at the time of the answer (its `end`,
+        # and maybe its start, are filled in each time a kept answer is sent).
+        self.window_ending_now: Window | None = None
 
     @property
     def query(self) -> Query:
@@ -178,6 +180,8 @@ class BodySink(Protocol):
 # A body left half read cannot be told from the next request: the connection ends.
 CLOSE = {"Connection": "close"}
 REQUEST_ID_KEY = "graphsvc.request_id"  # the scope key of the request's id
+CALLER_KEY = "graphsvc.caller"  # of its caller, as its log line names it
+OPERATION_KEY = "graphsvc.operation"  # of its operation's operationId
 
 
 def decode_json(decoder: msgspec.json.Decoder[Any], raw: bytes, what: str) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from graphsvc.store.db import (
@@ -20,12 +20,36 @@ class Page:
     limit: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class Window:
-    """An inclusive range of creation times."""
+    """An inclusive range of creation times.
+
+    One asked without an end ends at the time of each answer (`ends_now`); with no start
+    either, it starts `start_follows_by` before its end. Its answer is kept while no record
+    can enter or leave it as it moves: the read notes when that first happens
+    (`note_records`)."""
 
     start: datetime
     end: datetime
+    ends_now: bool = False
+    start_follows_by: timedelta | None = None
+    # When, as the window moves, a record first enters or leaves it (NEVER: none can);
+    # None: not noted, so its answer is not kept.
+    records_change_at: datetime | None = None
+
+    def note_records(self, first_inside: datetime | None, first_after: datetime | None) -> None:
+        """Note, from the earliest record inside the window and the earliest after its end,
+        when the records of a window that ends now change: the one after enters as the end
+        reaches it, the one inside leaves as the start passes it (only a start that follows
+        the end moves)."""
+        moments = [] if first_after is None else [first_after]
+        if first_inside is not None and self.start_follows_by is not None:
+            moments.append(first_inside + self.start_follows_by + ONE_MICROSECOND)
+        self.records_change_at = min(moments, default=NEVER)
+
+
+NEVER = datetime.max.replace(tzinfo=UTC)
+ONE_MICROSECOND = timedelta(microseconds=1)  # the store's times are to the microsecond
 
 
 class SortKey(NamedTuple):
