@@ -34,6 +34,12 @@ its assembly time and its bytes per relationship are reported. Then, on one core
 
 Writes bench/results/paths.json. Nothing is asserted on speed. `--smoke` (CI): one small
 size, a few pairs, PostgreSQL only if it is reachable.
+
+`--trace` measures nothing: on a graph of 2,000 nodes in each store, it prints the
+statements of three shortest-path requests as the server runs them (a `PathIndex` following
+the store's data version): the first (the index built), one after a write that changed no
+graph (the graph's version read), and a warm path miss (an answer not kept, on an index
+built for the data version).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,9 +68,18 @@ from bulk import bulk_insert_graph
 from run import DEFAULT_POSTGRES, drop_postgres_database, postgres_database
 from shapes import SCALE_EDGE_KINDS, ScaleGraph
 
-from graphsvc.graph.path_index import Adjacency, GraphIndex, build_index, kind_dtype, node_dtype
-from graphsvc.graph.paths import TRAVERSABLE_KINDS
-from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
+from graphsvc.graph.path_index import (
+    Adjacency,
+    GraphIndex,
+    ObjectIds,
+    build_index,
+    hashes_of,
+    kind_dtype,
+    node_dtype,
+)
+from graphsvc.graph.paths import TRAVERSABLE_KINDS, PathIndex, find_shortest_paths
+from graphsvc.store import db as store_db
+from graphsvc.store.db import Connection, asyncpg_dsn, create_database, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 from graphsvc.store.paths import GraphVersion, read_edge_chunks, read_graph_version
 
@@ -120,13 +135,15 @@ def assemble(shape: ScaleGraph) -> tuple[GraphIndex, np.ndarray, float, float]:
     started = time.perf_counter()
     principals = np.zeros(size, dtype=bool)
     principals[2:] = True
+    node_ids = np.arange(1, size, dtype=node_dtype(size))
     index = GraphIndex(
-        GraphVersion(0, ""),  # never looked at here
+        GraphVersion(0, "", 0),  # never looked at here
         size,
         Adjacency.build(starts, ends, kind_column, size),
         Adjacency.build(ends, starts, kind_column, size),
         kinds,
         principals,
+        ObjectIds.build(hashes_of(shape.object_id(int(n)) for n in node_ids), node_ids),
     )
     return index, edges, generated, time.perf_counter() - started
 
@@ -137,6 +154,10 @@ def index_bytes(index: GraphIndex) -> int:
         for side in (index.forward, index.backward)
         for a in (side.offsets, side.others, side.kinds)
     )
+
+
+def object_id_bytes(index: GraphIndex) -> int:
+    return index.object_ids.hashes.nbytes + index.object_ids.nodes.nbytes
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -189,6 +210,7 @@ def measure_size(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "generate_s": round(generated, 2),
         "assemble_s": round(assembled, 2),
         "bytes_per_relationship": round(index_bytes(index) / len(edges), 1),
+        "object_id_bytes_per_node": round(object_id_bytes(index) / (index.size - 1), 1),
         "path_p50_ms": round(statistics.median(times), 2),
         "path_p99_ms": round(percentile(times, 0.99), 2),
         "path_edges_median": statistics.median(sizes),
@@ -402,6 +424,90 @@ def finite(value: float) -> float | None:
     return round(value, 1) if math.isfinite(value) else None
 
 
+class StatementLog:
+    """While open, every statement run on a pooled connection of either store: the store
+    function that asked for it, its connection and its SQL. The connections' methods are
+    wrapped for that: SQLite's fetchrow, fetchval and execute run through its fetch."""
+
+    WRAPPED = (
+        (store_db.SQLiteConnection, ("fetch",)),
+        (store_db.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
+    )
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, int, str]] = []
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[StatementLog]:
+        originals = [(c, n, getattr(c, n)) for c, names in self.WRAPPED for n in names]
+        for connection_class, name, original in originals:
+            setattr(connection_class, name, self.wrap(original))
+        try:
+            yield self
+        finally:
+            for connection_class, name, original in originals:
+                setattr(connection_class, name, original)
+
+    def wrap(self, original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def recorded(conn: Any, sql: str, *args: Any) -> Any:
+            caller = sys._getframe(1)
+            while caller.f_globals["__name__"] == store_db.__name__ and caller.f_back:
+                caller = caller.f_back
+            self.statements.append((caller.f_code.co_qualname, id(conn.raw), " ".join(sql.split())))
+            return await original(conn, sql, *args)
+
+        return recorded
+
+    def report(self, title: str) -> None:
+        connections = {
+            raw: i + 1 for i, raw in enumerate(dict.fromkeys(c for _, c, _ in self.statements))
+        }
+        print(f"{title}: {len(self.statements)} statement(s) on {len(connections)} connection(s)")
+        for issuer, raw, sql in self.statements:
+            print(f"  [{connections[raw]}] {issuer}: {sql}")
+        self.statements.clear()
+
+
+def trace(store: str, url: str) -> None:
+    """The statements of three path requests on a 2,000-node graph, as the server runs them."""
+    shape = ScaleGraph(2_000)
+    upgrade_schema(url)
+
+    async def load(conn: Connection) -> tuple[int, int]:
+        return await bulk_insert_graph(
+            conn, shape.node_rows(), shape.edge_rows(), shape.sid, datetime.now(UTC)
+        )
+
+    in_store(url, load)
+    top = shape.object_id(shape.group_id(shape.groups - 1))
+    users = [shape.object_id(shape.user_id(u)) for u in range(3)]
+
+    async def run(folder: Path) -> None:
+        db = create_database(url, pool_size=4)
+        await db.open()
+        await db.follow_data_version()
+        index = PathIndex(db, folder)
+        log = StatementLog()
+
+        async def ask(user: str, title: str) -> None:
+            with log.recording():
+                async with db.reading_on_demand() as conn:  # as the route's handler runs
+                    await find_shortest_paths(conn, index, user, top, None)
+            log.report(f"{store}, {title}")
+
+        try:
+            await ask(users[0], "the first request (the index built)")
+            async with db.transaction():  # moves the data version, changes no graph
+                pass
+            await ask(users[1], "after a write that changed no graph")
+            await ask(users[2], "a warm path miss")
+        finally:
+            await db.close()
+
+    with tempfile.TemporaryDirectory(prefix="graphsvc-paths-") as folder:
+        asyncio.run(run(Path(folder) / "index"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -419,7 +525,18 @@ def main() -> None:
         "--sql-exposure-timeout", type=float, default=600, help="seconds the exposure query"
     )
     parser.add_argument("--smoke", action="store_true", help="one small size, a few pairs")
+    parser.add_argument("--trace", action="store_true", help="print the statements of requests")
     args = parser.parse_args()
+    if args.trace:
+        with tempfile.TemporaryDirectory(prefix="graphsvc-paths-") as folder:
+            trace("sqlite", f"sqlite:///{Path(folder) / 'paths.sqlite3'}")
+        url = postgres_database(args.postgres) if args.postgres else None
+        if url is not None:
+            try:
+                trace("postgresql", url)
+            finally:
+                drop_postgres_database(url)
+        return
     if args.smoke:
         args.sizes, args.pairs, args.sql_pairs = [2_000], 20, 5
     started = time.monotonic()

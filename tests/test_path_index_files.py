@@ -137,6 +137,43 @@ def test_a_second_process_uses_the_first_ones_copy(env: Env, builds: list[Any]) 
     assert search(second, start, end) == search(first, start, end) != []
 
 
+def path_from(start: str) -> str:
+    """The request of the shortest paths from `start` to Domain Admins."""
+    return "/api/v2/graphs/shortest-path?" + urlencode({"start_node": start, "end_node": ADMINS})
+
+
+def tree(folder: Path) -> dict[str, tuple[int, int, int, int]]:
+    """The folder and every name under it, with its inode, size and times of change: a file
+    written, replaced or removed changes one of them, or its folder's."""
+    return {
+        str(p.relative_to(folder)): (
+            found.st_ino,
+            found.st_size,
+            found.st_mtime_ns,
+            found.st_ctime_ns,
+        )
+        for p in (folder, *folder.rglob("*"))
+        for found in (p.lstat(),)
+    }
+
+
+def test_a_warm_path_request_writes_and_removes_no_index_file(env: Env, builds: list[Any]) -> None:
+    """The build writes the files, and removes the versions before it: a request on the index
+    built for the store's data version, or after a write that moved that version but not
+    the graph's, leaves the folder as it is."""
+    ingest(env, SAMPLES["v6 folder"])
+    folder = env.settings.resolved_path_index_folder()
+    assert env.get(URI).status_code == 200
+    (version,) = builds
+    assert versions_in(folder) == [version.name]
+    written = tree(folder)
+    assert env.get(path_from(f"{TESTLAB}-500")).status_code == 200  # an answer not kept
+    env.user_with_token("reader", "Read-Only")
+    assert env.get(path_from(f"{TESTLAB}-1104")).status_code == 200
+    assert tree(folder) == written
+    assert len(builds) == 1
+
+
 def test_a_new_ingest_replaces_the_files(env: Env, builds: list[Any]) -> None:
     ingest(env, SAMPLES["v6 folder"])
     folder = env.settings.resolved_path_index_folder()
@@ -528,7 +565,7 @@ def test_a_caller_cancelled_keeps_the_folder_until_its_thread_ends(
     goes on with the folder's descriptor, so it stays open, and the lock held, until the
     thread ends (closed under it, a descriptor's number could name another folder)."""
     folder = tmp_path / "index"
-    version = GraphVersion(1, "run")
+    version = GraphVersion(1, "run", 0)
     (folder / version.name).mkdir(parents=True, mode=0o700)
     folder.chmod(0o700)
     reading, release = threading.Event(), threading.Event()

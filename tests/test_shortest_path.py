@@ -1,15 +1,18 @@
 """GET /api/v2/graphs/shortest-path: every answer checked against a plain breadth-first search
 written here, over the edges worked out from the raw files of both real collections and over
 generated graphs (property-based), on both stores; the filters, the errors and a new
-ingest seen by the next request."""
+ingest seen by the next request; the statements a request runs on an index built for the
+store's data version."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
+import sys
+import threading
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -20,6 +23,8 @@ from hypothesis import strategies as st
 
 from graphsvc.graph import path_index
 from graphsvc.graph.paths import TRAVERSABLE_KINDS
+from graphsvc.store import db
+from graphsvc.store.db import Connection
 from tests.conftest import Env, ingest
 from tests.test_ad_domain_stats import raw_records
 from tests.test_sharphound import SAMPLES, TESTLAB, Expected, raw_documents
@@ -29,6 +34,8 @@ Edge = tuple[str, str, str]  # start, kind, end (object ids)
 # TESTLAB's trusted domain: its only edges are trusts, which a search does not follow.
 EXTERNAL = "S-1-5-21-3084884204-958224920-2707782874"
 ADMINS = f"{TESTLAB}-512"
+FOOTHOLD = f"{TESTLAB}-1105"  # DFM, three steps from Domain Admins
+ADMINISTRATOR = f"{TESTLAB}-500"  # a member of Domain Admins
 
 
 def shortest_path_edges(edges: Iterable[Edge], start: str, end: str) -> set[Edge]:
@@ -338,21 +345,20 @@ def test_a_build_cut_off_by_its_request_goes_on_for_the_next(
     builds leaves it running, and the next request gets the answer from that same build."""
     ingest(env, SAMPLES["v6 folder"])
     builds: list[Any] = []
+    release = threading.Event()
     build = path_index.build_index
 
-    async def slow_build(conn: Any, version: Any) -> Any:
+    async def held_build(conn: Any, version: Any) -> Any:
         builds.append(version)
-        await asyncio.sleep(1.5)
+        await asyncio.to_thread(release.wait, 60)
         return await build(conn, version)
 
-    monkeypatch.setattr(path_index, "build_index", slow_build)
-    uri = "/api/v2/graphs/shortest-path?" + urlencode(
-        {"start_node": f"{TESTLAB}-1105", "end_node": ADMINS}
-    )
+    monkeypatch.setattr(path_index, "build_index", held_build)
+    uri = "/api/v2/graphs/shortest-path?" + urlencode({"start_node": FOOTHOLD, "end_node": ADMINS})
     cut = env.get(uri, headers={"Prefer": "wait=1"})
     assert cut.status_code == 500
     assert cut.json()["errors"][0]["message"] == "request timed out after 1 seconds"
-    time.sleep(1.5)
+    release.set()
     assert env.get(uri).status_code == 200
     assert len(builds) == 1
 
@@ -385,3 +391,138 @@ def test_azure_kinds_are_followed_by_default(env: Env, tmp_path: Path) -> None:
         (group.upper(), "AZOwns", app.upper()),
     }
     assert ask(env, user, app, relationship_kinds="nin:AZOwns").status_code == 404
+
+
+# --- the statements of a request on an index built for the store's data version -----------
+
+
+@dataclass(frozen=True)
+class Statement:
+    issuer: str  # the function that ran it (a store function: read_path_nodes)
+    for_paths: bool  # run by the shortest-path operation or its index (graphsvc.graph)
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[Statement]:
+    """Every statement run on a pooled connection of either store from here on (SQLite's
+    fetchrow, fetchval and execute run through its fetch)."""
+    seen: list[Statement] = []
+
+    def recording(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def recorded(conn: Any, sql: str, *args: Any) -> Any:
+            caller = sys._getframe(1)
+            while caller.f_globals["__name__"] == db.__name__:
+                assert caller.f_back is not None
+                caller = caller.f_back
+            modules = set()
+            frame: Any = caller
+            while frame is not None:
+                modules.add(frame.f_globals.get("__name__", ""))
+                frame = frame.f_back
+            for_paths = any(m.startswith("graphsvc.graph.") for m in modules)
+            seen.append(Statement(caller.f_code.co_qualname, for_paths))
+            return await original(conn, sql, *args)
+
+        return recorded
+
+    for connection, names in (
+        (db.SQLiteConnection, ("fetch",)),
+        (db.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
+    ):
+        for name in names:
+            monkeypatch.setattr(connection, name, recording(getattr(connection, name)))
+    return seen
+
+
+def run_for_paths(statements: list[Statement]) -> list[str]:
+    """The issuers of the statements run for the shortest-path operation since the last
+    call (authentication's are not counted: a token lookup is not the operation's)."""
+    issuers = [s.issuer for s in statements if s.for_paths]
+    statements.clear()
+    return issuers
+
+
+def test_a_warm_path_miss_reads_only_the_nodes_and_edges_it_found(
+    env: Env, statements: list[Statement]
+) -> None:
+    """On an index built for the store's data version, a request whose answer is not kept
+    runs two statements: the nodes and the edges of the paths found. Not the graph's
+    version, the kinds nor the ends' ids: the index holds them (the ids hashed). A write
+    that changes no graph moves the data version: the graph's version is read once, and
+    the index kept, not built again."""
+    ingest(env, SAMPLES["v6 folder"])
+    assert ask(env, FOOTHOLD, ADMINS).status_code == 200  # the index built
+    assert "read_edge_chunks" in run_for_paths(statements)
+
+    found = ask(env, ADMINISTRATOR, ADMINS)  # another request: its answer is not kept
+    assert found.status_code == 200, found.text
+    assert answered_edges(found.json()) == {(ADMINISTRATOR, "MemberOf", ADMINS)}
+    assert run_for_paths(statements) == ["read_path_nodes", "read_edge_times"]
+    # No path: which nodes the ids name, from the store (the index holds only their hashes).
+    assert ask(env, EXTERNAL, ADMINS).status_code == 404
+    assert run_for_paths(statements) == ["node_ids"]
+    # An id no node has: its hash is not in the index.
+    assert ask(env, f"{TESTLAB}-9999", ADMINS).status_code == 404
+    assert ask(env, FOOTHOLD, ADMINS, relationship_kinds="in:NoSuchKind").status_code == 400
+    assert run_for_paths(statements) == []
+
+    env.user_with_token("reader", "Read-Only")  # moves the data version, not the graph
+    assert ask(env, f"{TESTLAB}-1104", ADMINS).status_code == 200
+    assert run_for_paths(statements) == ["read_graph_version", "read_path_nodes", "read_edge_times"]
+    assert ask(env, ADMINISTRATOR, ADMINS, relationship_kinds="in:MemberOf").status_code == 200
+    assert run_for_paths(statements) == ["read_path_nodes", "read_edge_times"]
+
+
+def test_kinds_are_checked_against_the_index(env: Env, tmp_path: Path) -> None:
+    """A kind the graph does not know is refused as before, with the graph's kinds named; a
+    kind a schema extension then registers (without an ingest run) is known to the next
+    request."""
+    ingest(env, SAMPLES["v6 folder"])
+
+    async def kinds(conn: Connection) -> list[str]:
+        return sorted(r[0] for r in await conn.fetch("SELECT name FROM kinds"))
+
+    known = env.run_in_transaction(kinds)
+    refused = ask(env, ADMINISTRATOR, ADMINS, relationship_kinds="in:MemberOf,Tinkers")
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["errors"][0] == {
+        "context": "relationship_kinds",
+        "message": f"unknown relationship kind 'Tinkers'; kinds in this graph: {', '.join(known)}",
+    }
+    definition = tmp_path / "extension.json"
+    definition.write_text(json.dumps({
+        "name": "workshop", "display_name": "Workshop", "version": "1",
+        "node_kinds": ["Widget"], "relationship_kinds": ["Tinkers"],
+        "environment_kinds": [{"kind": "Widget"}],
+    }))  # fmt: skip
+    registered = env.cli("schema", "register", str(definition))
+    assert registered.exit_code == 0, registered.output
+    followed = ask(env, ADMINISTRATOR, ADMINS, relationship_kinds="in:MemberOf,Tinkers")
+    assert followed.status_code == 200, followed.text
+    assert answered_edges(followed.json()) == {(ADMINISTRATOR, "MemberOf", ADMINS)}
+
+
+def test_object_ids_that_share_a_hash_are_told_apart(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index finds a request's ends by the hashes of their object ids; two ids can share
+    one. With a hash that every id of a length shares, every answer is still the plain
+    search's, and an id no node has is still no node."""
+    monkeypatch.setattr(path_index, "object_id_digest", lambda o: len(o).to_bytes(8, "little"))
+    ingest(env, SAMPLES["v6 folder"])
+    expected = Expected(raw_documents(SAMPLES["v6 folder"]))
+    edges = traversable(expected)
+    starts = sorted(o for o, (label, _) in expected.nodes.items() if label in ("User", "Computer"))
+    for start in starts:
+        want = shortest_path_edges(edges, start, ADMINS)
+        response = ask(env, start, ADMINS)
+        if want:
+            assert answered_edges(response.json()) == want, start
+        else:
+            assert response.status_code == 404, (start, response.text)
+            assert response.json()["errors"][0]["message"].startswith("no path"), start
+    unknown = ask(env, f"{TESTLAB}-9999", ADMINS)  # as long as DFM's id
+    assert unknown.json()["errors"][0] == {
+        "context": "start_node",
+        "message": f"no node with object id '{TESTLAB}-9999'",
+    }

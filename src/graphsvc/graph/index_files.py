@@ -5,8 +5,11 @@ processes of one machine, so that the memory of one index is paid once.
 The store's folder (`Settings.resolved_path_index_folder`) holds a lock file and one
 subfolder per graph version (`GraphVersion.name`): one `.npy` file per array and a manifest,
 `meta.json`, with each file's size and SHA-256. The process that holds the lock builds a
-missing version while the others wait for it, then use what it wrote. Nothing there is
-trusted for being there:
+missing version while the others wait for it, then use what it wrote. The folder is opened
+only to obtain the index of a graph version the process does not hold (graph/paths.py
+`PathIndex.obtain`; in a server, by its builder task, never by a request's handler), to
+read that version, or to write it and remove the versions before it: a request on an index
+found current reads and writes nothing here. Nothing there is trusted for being there:
 
 - The folder is used only if it is this process's user's and open to no one else (made
   0700 where missing). In a shared GRAPHSVC_PATH_INDEX_DIR, another local user could make
@@ -32,7 +35,8 @@ trusted for being there:
   checks that it is sealed and that its bytes match the manifest, and maps the same pages.
 
 What that costs, at 1,000,001 nodes and 9,247,983 relationships (ScaleGraph: seven files,
-128 MB), on this project's 2-core machine, medians of 5 runs with the files in the page cache:
+128 MB, measured before the object ids' hashes were added: two files, 12 MB more), on this
+project's 2-core machine, medians of 5 runs with the files in the page cache:
 
 - SHA-256 of the 128 MB: 66 ms (OpenSSL on the CPU's SHA instructions, 1.9 GB/s). CRC-32
   took 19 ms, but a file can be made to match a CRC; not a SHA-256.
@@ -75,7 +79,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from graphsvc.graph.path_index import Adjacency, GraphIndex
+from graphsvc.graph.path_index import Adjacency, GraphIndex, ObjectIds
 from graphsvc.store.paths import GraphVersion
 
 log = logging.getLogger(__name__)
@@ -96,11 +100,13 @@ ARRAY_NAMES = (
     "backward_others",
     "backward_kinds",
     "principals",
+    "object_id_hashes",
+    "object_id_nodes",
 )
 
 # The types build_index gives the arrays (path_index.node_dtype and kind_dtype, the offsets,
-# the principals); a file of any other is not one it wrote.
-DTYPES = frozenset(np.dtype(t) for t in (np.int64, np.int32, np.int16, np.bool_))
+# the principals, the object ids' hashes); a file of any other is not one it wrote.
+DTYPES = frozenset(np.dtype(t) for t in (np.int64, np.int32, np.int16, np.bool_, np.uint64))
 
 # The header of a version 1.0 .npy file: its length in 2 bytes, after 8 of magic.
 NPY_HEADER_LIMIT = 10 + 2**16
@@ -461,6 +467,7 @@ def mapped(copy: int, manifest: Manifest, version: GraphVersion) -> GraphIndex:
         Adjacency(arrays["backward_offsets"], arrays["backward_others"], arrays["backward_kinds"]),
         manifest.kind_ids,
         arrays["principals"],
+        ObjectIds(arrays["object_id_hashes"], arrays["object_id_nodes"]),
     )
 
 
@@ -539,4 +546,5 @@ def arrays_of(index: GraphIndex) -> dict[str, npt.NDArray[Any]]:
     forward, backward = index.forward, index.backward
     arrays: list[npt.NDArray[Any]] = [forward.offsets, forward.others, forward.kinds]
     arrays += [backward.offsets, backward.others, backward.kinds, index.principals]
+    arrays += [index.object_ids.hashes, index.object_ids.nodes]
     return dict(zip(ARRAY_NAMES, arrays, strict=True))

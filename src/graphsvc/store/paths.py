@@ -1,5 +1,6 @@
-"""What the path index is built from and answers with: the graph's version, every edge as
-(start, end, kind) ids in chunks, and the nodes and kinds of an answer."""
+"""What the path index is built from and answers with: the graph's version, every node's
+object id and every edge as (start, end, kind) ids, in chunks, and the nodes and edges of an
+answer."""
 
 from __future__ import annotations
 
@@ -16,32 +17,36 @@ from graphsvc.store.db import (
     list_param,
 )
 
-# Edges read per statement while building the path index (bounds the rows held at once).
+# Rows read per statement while building the path index (bounds the rows held at once).
 EDGE_CHUNK = 50_000
+NODE_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
 class GraphVersion:
-    """Which graph the store holds: only ingest runs write nodes and edges, and each adds one
+    """Which graph the store holds. Only ingest runs write nodes and edges, and each adds one
     row to ingest_runs, so their number moves with every change; the latest run's id (a
     random UUID) tells apart two stores, or one store emptied and filled again, that hold
-    as many runs."""
+    as many runs. Kinds are also added by a schema extension, without a run: their number
+    (they are never removed) moves with those."""
 
     runs: int
     latest_run: str
+    kinds: int
 
     @property
     def name(self) -> str:
-        return f"{self.runs}-{self.latest_run or 'empty'}"
+        return f"{self.runs}-{self.latest_run or 'empty'}-{self.kinds}"
 
 
 async def read_graph_version(conn: Connection) -> GraphVersion:
     row = await conn.fetchrow(
-        """SELECT count(*), (SELECT id FROM ingest_runs ORDER BY created_at DESC, id DESC
-            LIMIT 1) FROM ingest_runs"""
+        """SELECT (SELECT count(*) FROM ingest_runs),
+            (SELECT id FROM ingest_runs ORDER BY created_at DESC, id DESC LIMIT 1),
+            (SELECT count(*) FROM kinds)"""
     )
     assert row is not None
-    return GraphVersion(int(row[0]), "" if row[1] is None else str(row[1]))
+    return GraphVersion(int(row[0]), "" if row[1] is None else str(row[1]), int(row[2]))
 
 
 async def count_edges(conn: Connection) -> int:
@@ -64,18 +69,22 @@ async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
         yield rows
 
 
-async def read_node_ceiling(conn: Connection) -> int:
-    """One more than the largest node id (the index's arrays are that long)."""
-    return int(await conn.fetchval("SELECT coalesce(max(id), 0) + 1 FROM nodes"))
-
-
-async def read_principal_ids(conn: Connection) -> list[int]:
-    """The ids of the users, computers and groups a collection reported (not stubs)."""
-    rows = await conn.fetch(
-        """SELECT id FROM nodes WHERE run_number IS NOT NULL
-            AND label IN ('User', 'Computer', 'Group')"""
-    )
-    return [r[0] for r in rows]
+async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
+    """Every node as rows of (id, object id, whether it is a user, computer or group a
+    collection reported, not a stub), in chunks of NODE_CHUNK, by id."""
+    last = 0
+    while True:
+        rows = await conn.fetch(
+            """SELECT id, object_id,
+                run_number IS NOT NULL AND label IN ('User', 'Computer', 'Group')
+            FROM nodes WHERE id > $1 ORDER BY id LIMIT $2""",
+            last,
+            NODE_CHUNK,
+        )
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield rows
 
 
 async def read_tier_zero_ids(conn: Connection, domain_id: str) -> list[int]:
