@@ -20,7 +20,8 @@ import msgspec
 import uvicorn
 
 from graphsvc import wire
-from graphsvc.store import clients, data_quality, nodes, saml
+from graphsvc.graph.entities import DCOM_USERS
+from graphsvc.store import clients, data_quality, entities, saml
 from graphsvc.store.db import (
     Connection,
     PostgresConnection,
@@ -64,9 +65,10 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
         return {"data": row.__dict__ if row else None}
     if parts[2] == "clients":
         return wire.ClientResponse(await clients.find_client(conn, parts[3]))  # type: ignore[arg-type]
-    target = await nodes.find_dcom_target(conn, parts[3]) or nodes.DcomTarget(0, None, None)
-    count, entries = await nodes.list_dcom_holders(
-        conn, target, BY_NAME, skip, int(query.get("limit", ["10"])[0])
+    computer = await entities.find_walk_start(conn, parts[3], "Computer", DCOM_USERS.walk)
+    computer = computer or entities.WalkStart(0, {})
+    count, entries = await entities.list_reached(
+        conn, computer, DCOM_USERS.walk, BY_NAME, skip, int(query.get("limit", ["10"])[0])
     )
     return wire.PagedNodeList(count, skip, limit, entries)
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench.bulk import bulk_insert_graph
 from bench.shapes import ScaleGraph
 from graphsvc.demo.dataset import DOMAIN, sid
-from tests.conftest import Env
+from tests.conftest import Env, ingest
 
 FILE01, APP01, WS03, DC01 = sid(1300), sid(1301), sid(1304), sid(1000)
 URL = "/api/v2/computers/{}/dcom-rights"
+Node = tuple[str, list[str]]  # id, kinds
+Edge = tuple[str, str, str]  # kind, start id, end id
 
 
 def names(response_json: dict[str, Any]) -> list[str]:
@@ -104,7 +108,13 @@ def test_unknown_computer_is_404(demo_env: tuple[Env, object]) -> None:
     env, _ = demo_env
     response = env.get(URL.format("S-1-5-21-1-2-3-4242"))
     assert response.status_code == 404
-    assert response.json()["errors"][0]["context"] == "object_id"
+    error = response.json()["errors"][0]
+    assert error["context"] == "object_id"
+    assert error["message"] == (
+        "no computer with object id 'S-1-5-21-1-2-3-4242'; object ids are SIDs "
+        "(S-1-5-21-...): find one by name with GET /api/v2/search?q=NAME&type=Computer "
+        "or `graphsvc find NAME --kind Computer`"
+    )
 
 
 def test_a_user_is_not_a_computer(demo_env: tuple[Env, object]) -> None:
@@ -140,36 +150,102 @@ def test_bad_paging_and_sorting_are_400_naming_the_parameter(demo_env: tuple[Env
     assert "10000" in too_many
 
 
-def test_group_cycles_terminate(env: Env) -> None:
+def ingest_opengraph(env: Env, folder: Path, nodes: list[Node], edges: list[Edge]) -> None:
+    """Ingest an OpenGraph file of these nodes (id, kinds) and edges (kind, start, end); a
+    node is named by its id."""
+    path = folder / "graph.json"
+    path.write_text(
+        json.dumps(
+            {
+                "graph": {
+                    "nodes": [
+                        {"id": node_id, "kinds": kinds, "properties": {"name": node_id}}
+                        for node_id, kinds in nodes
+                    ],
+                    "edges": [
+                        {"kind": kind, "start": {"value": start}, "end": {"value": end}}
+                        for kind, start, end in edges
+                    ],
+                }
+            }
+        )
+    )
+    ingest(env, path)
+
+
+def test_group_cycles_terminate(env: Env, tmp_path: Path) -> None:
     """Two groups that are members of each other: each holder still appears once."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from graphsvc.ingest import ingest_files
-
-    graph = {
-        "graph": {
-            "nodes": [
-                {"id": "C1", "kinds": ["Computer"], "properties": {"name": "C1"}},
-                {"id": "G1", "kinds": ["Group"], "properties": {"name": "G1"}},
-                {"id": "G2", "kinds": ["Group"], "properties": {"name": "G2"}},
-                {"id": "U1", "kinds": ["User"], "properties": {"name": "U1"}},
-            ],
-            "edges": [
-                {"kind": "ExecuteDCOM", "start": {"value": "G1"}, "end": {"value": "C1"}},
-                {"kind": "MemberOf", "start": {"value": "G2"}, "end": {"value": "G1"}},
-                {"kind": "MemberOf", "start": {"value": "G1"}, "end": {"value": "G2"}},
-                {"kind": "MemberOf", "start": {"value": "U1"}, "end": {"value": "G2"}},
-            ],
-        }
-    }
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "cycle.json"
-        path.write_text(json.dumps(graph))
-        env.run_in_transaction(lambda conn: ingest_files(conn, [path]))
+    ingest_opengraph(
+        env,
+        tmp_path,
+        [("C1", ["Computer"]), ("G1", ["Group"]), ("G2", ["Group"]), ("U1", ["User"])],
+        [
+            ("ExecuteDCOM", "G1", "C1"),
+            ("MemberOf", "G2", "G1"),
+            ("MemberOf", "G1", "G2"),
+            ("MemberOf", "U1", "G2"),
+        ],
+    )
     body = env.get(URL.format("c1")).json()
     assert body["count"] == 3 and names(body) == ["G1", "G2", "U1"]
+
+
+def test_a_node_whose_kinds_include_computer_is_a_computer_to_both_routes(
+    env: Env, tmp_path: Path
+) -> None:
+    """A node labelled Server (its first kind) that is also a Computer: dcom-rights lists its
+    holders, as dcom-users does, and the computer's own route counts them."""
+    ingest_opengraph(
+        env,
+        tmp_path,
+        [("SRV1", ["Server", "Computer"]), ("G1", ["Group"]), ("U1", ["User"]), ("U2", ["User"])],
+        [("ExecuteDCOM", "G1", "SRV1"), ("ExecuteDCOM", "U2", "SRV1"), ("MemberOf", "U1", "G1")],
+    )
+    rights = env.get(URL.format("srv1") + "?limit=100")
+    assert rights.status_code == 200, rights.text
+    users = env.get("/api/v2/computers/srv1/dcom-users?limit=100")
+    assert users.status_code == 200, users.text
+    assert rights.json() == users.json()
+    assert names(rights.json()) == ["G1", "U1", "U2"]
+    assert rights.json()["data"][0]["label"] == "Group"
+    entity = env.get("/api/v2/computers/srv1").json()["data"]
+    assert entity["dcomUsers"] == 3 and entity["props"]["name"] == "SRV1"
+    assert env.get(URL.format("u1")).status_code == 404, "a user is still no computer"
+
+
+def test_both_routes_list_the_same_holders_through_nested_groups_and_a_cycle(
+    env: Env, tmp_path: Path
+) -> None:
+    """G1 holds the right on both computers; G2 and G1 are members of each other, G3 is in
+    G2, and the Server-and-Computer node is itself in G3 (a member of a holder is listed,
+    the computer included)."""
+    ingest_opengraph(
+        env,
+        tmp_path,
+        [
+            ("C1", ["Computer"]),
+            ("SRV1", ["Server", "Computer"]),
+            *((group, ["Group"]) for group in ("G1", "G2", "G3")),
+            *((user, ["User"]) for user in ("U1", "U2", "U3")),
+        ],
+        [
+            ("ExecuteDCOM", "G1", "C1"),
+            ("ExecuteDCOM", "G1", "SRV1"),
+            ("ExecuteDCOM", "U3", "SRV1"),
+            ("MemberOf", "G1", "G2"),
+            ("MemberOf", "G2", "G1"),
+            ("MemberOf", "G3", "G2"),
+            ("MemberOf", "U1", "G3"),
+            ("MemberOf", "U2", "G1"),
+            ("MemberOf", "SRV1", "G3"),
+        ],
+    )
+    through_g1 = {"G1", "G2", "G3", "U1", "U2", "SRV1"}
+    for computer, expected in (("C1", through_g1), ("SRV1", through_g1 | {"U3"})):
+        for path in (URL.format(computer), f"/api/v2/computers/{computer}/dcom-users"):
+            body = env.get(path + "?limit=100").json()
+            assert set(names(body)) == expected, path
+            assert body["count"] == len(body["data"]) == len(expected), path
 
 
 def load_scale_graph(env: Env, graph: ScaleGraph) -> tuple[int, int]:

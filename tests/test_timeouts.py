@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from graphsvc.ingest.records import NodeRecord
-from graphsvc.store import graph, nodes
+from graphsvc.store import entities, graph
 from graphsvc.store.db import (
     Connection,
     ConnectionOnDemand,
@@ -48,7 +48,7 @@ def install_slow_query(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             await conn.fetch(ENDLESS.format(probe="1"))
         raise AssertionError("the endless query ended")
 
-    monkeypatch.setattr(nodes, "list_dcom_holders", slow)
+    monkeypatch.setattr(entities, "list_reached", slow)
     return ticks
 
 

@@ -74,6 +74,7 @@ from graphsvc.graph.entities import (
     ENTITY_SHAPES,
     build_entity_getter,
     build_list_reader,
+    list_dcom_rights,
 )
 from graphsvc.store import accounts as store_accounts
 from graphsvc.store import audit as store_audit
@@ -436,7 +437,7 @@ OPERATIONS: tuple[Operation, ...] = (
         f"{V2}/computers/{{object_id}}/dcom-rights",
         "ListComputerDCOMRights",
         "Entities with DCOM rights on a computer",
-        nodes.list_dcom_rights,
+        list_dcom_rights,
         wire.PagedNodeList,
         ERRORS,
         permission=READ_GRAPH,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import msgspec
 
 from graphsvc import wire
-from graphsvc.errors import not_found
+from graphsvc.errors import ApiError, not_found
 from graphsvc.store import entities
 from graphsvc.store.db import Connection
 from graphsvc.store.entities import Walk
@@ -55,6 +55,14 @@ def held_on(kind: str) -> Walk:
     return Walk((kind,), "out", "groups")
 
 
+# The seed's DCOM rights are this list too (`list_dcom_rights`).
+DCOM_USERS = EntityList(
+    "computers",
+    "dcom-users",
+    "dcomUsers",
+    "Who may use DCOM on the computer, through nested groups (as dcom-rights)",
+    held_by("ExecuteDCOM"),
+)
 CONTROLLERS = Walk(ACL_KINDS, "in", "holders")
 CONTROLLABLES = Walk(ACL_KINDS, "out", "groups")
 MEMBERSHIPS = Walk(("MemberOf",), "out", "transitive")
@@ -68,9 +76,7 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("computers", "rdp-users", "rdpUsers",
                "Who may log on to the computer by remote desktop, through nested groups",
                held_by("CanRDP")),
-    EntityList("computers", "dcom-users", "dcomUsers",
-               "Who may use DCOM on the computer, through nested groups (as dcom-rights)",
-               held_by("ExecuteDCOM")),
+    DCOM_USERS,
     EntityList("computers", "ps-remote-users", "psRemoteUsers",
                "Who may use PowerShell remoting on the computer, through nested groups",
                held_by("CanPSRemote")),
@@ -166,15 +172,19 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
 )  # fmt: skip
 
 
-async def find_entity(conn: Connection, segment: str, object_id: str) -> entities.EntityRow:
+def entity_not_found(segment: str, object_id: str) -> ApiError:
     label = ENTITY_KINDS[segment]
-    entity = await entities.find_entity(conn, object_id, label)
+    return not_found(
+        f"no {label} with object id {object_id!r}; find one by name with "
+        f"GET /api/v2/search?q=NAME&type={label} or `graphsvc find NAME --kind {label}`",
+        "object_id",
+    )
+
+
+async def find_entity(conn: Connection, segment: str, object_id: str) -> entities.EntityRow:
+    entity = await entities.find_entity(conn, object_id, ENTITY_KINDS[segment])
     if entity is None:
-        raise not_found(
-            f"no {label} with object id {object_id!r}; find one by name with "
-            f"GET /api/v2/search?q=NAME&type={label} or `graphsvc find NAME --kind {label}`",
-            "object_id",
-        )
+        raise entity_not_found(segment, object_id)
     return entity
 
 
@@ -190,15 +200,17 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
     """The service function of `GET /api/v2/{segment}/{object_id}`."""
     lists = [entry for entry in ENTITY_LISTS if entry.segment == segment]
     data, response = ENTITY_SHAPES[segment]
+    kind_names = sorted({name for entry in lists for name in entities.walk_kind_names(entry.walk)})
 
     async def get_entity(conn: Connection, object_id: str, counts: bool) -> msgspec.Struct:
         entity = await find_entity(conn, segment, object_id)
         numbers: dict[str, int] = {}
         if counts:
+            start = entities.WalkStart(
+                entity.node_id, await entities.find_kind_ids(conn, kind_names)
+            )
             for entry in lists:
-                numbers[entry.count_key] = await entities.count_reached(
-                    conn, entity.node_id, entry.walk
-                )
+                numbers[entry.count_key] = await entities.count_reached(conn, start, entry.walk)
         props = {
             "objectid": entity.object_id,
             "name": entity.name,
@@ -211,17 +223,41 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
     return get_entity
 
 
+async def list_page(
+    conn: Connection, start: entities.WalkStart, walk: Walk, sort: Sequence[SortKey], page: Page
+) -> wire.PagedNodeList:
+    total, rows = await entities.list_reached(conn, start, walk, sort, page.skip, page.limit)
+    return wire.PagedNodeList(total, page.skip, page.limit, rows)
+
+
 def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedNodeList]]:
     """The service function of one list route."""
+    label = ENTITY_KINDS[entry.segment]
 
     async def list_related(
         conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
     ) -> wire.PagedNodeList:
-        entity = await find_entity(conn, entry.segment, object_id)
-        total, rows = await entities.list_reached(
-            conn, entity.node_id, entry.walk, sort, page.skip, page.limit
-        )
-        return wire.PagedNodeList(total, page.skip, page.limit, rows)
+        start = await entities.find_walk_start(conn, object_id, label, entry.walk)
+        if start is None:
+            raise entity_not_found(entry.segment, object_id)
+        return await list_page(conn, start, entry.walk, sort, page)
 
     list_related.__name__ = f"list_{entry.segment}_{entry.path.replace('-', '_')}"
     return list_related
+
+
+async def list_dcom_rights(
+    conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
+) -> wire.PagedNodeList:
+    """The seed's `GET /api/v2/computers/{object_id}/dcom-rights`: the dcom-users list, with
+    the seed's 404, which also says what an object id looks like."""
+    computer = ENTITY_KINDS[DCOM_USERS.segment]
+    start = await entities.find_walk_start(conn, object_id, computer, DCOM_USERS.walk)
+    if start is None:
+        raise not_found(
+            f"no computer with object id {object_id!r}; object ids are SIDs (S-1-5-21-...): "
+            f"find one by name with GET /api/v2/search?q=NAME&type=Computer "
+            f"or `graphsvc find NAME --kind Computer`",
+            "object_id",
+        )
+    return await list_page(conn, start, DCOM_USERS.walk, sort, page)

@@ -1,15 +1,12 @@
-"""Nodes: found by name or object id, the AD domains and Azure tenants data exists for, and
-the principals with DCOM rights on a computer."""
+"""Nodes: found by name or object id, and the AD domains and Azure tenants data exists for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from graphsvc import wire
-from graphsvc.errors import bad_request, not_found
+from graphsvc.errors import bad_request
 from graphsvc.store import nodes
 from graphsvc.store.db import Connection
-from graphsvc.store.paging import Page, SortKey
+from graphsvc.store.paging import Page
 
 ENVIRONMENT_TYPES = {"Domain": "active-directory", "AZTenant": "azure"}
 
@@ -41,18 +38,3 @@ async def list_available_domains(conn: Connection) -> wire.DomainSelectorList:
             for e in await nodes.list_environment_nodes(conn)
         ]
     )
-
-
-async def list_dcom_rights(
-    conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
-) -> wire.PagedNodeList:
-    target = await nodes.find_dcom_target(conn, object_id)
-    if target is None:
-        raise not_found(
-            f"no computer with object id {object_id!r}; object ids are SIDs (S-1-5-21-...): "
-            f"find one by name with GET /api/v2/search?q=NAME&type=Computer "
-            f"or `graphsvc find NAME --kind Computer`",
-            "object_id",
-        )
-    count, rows = await nodes.list_dcom_holders(conn, target, sort, page.skip, page.limit)
-    return wire.PagedNodeList(count, page.skip, page.limit, rows)

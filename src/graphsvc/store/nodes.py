@@ -1,64 +1,14 @@
-"""Reading the graph: nodes found by name or object id, the AD domains and Azure tenants in it,
-and the DCOM walk."""
+"""Reading the graph: nodes found by name or object id, and the AD domains and Azure tenants
+in it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from graphsvc import wire
 from graphsvc.store.db import Connection, like_pattern
-from graphsvc.store.paging import SortKey, fetch_page, order_clause
-
-NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.label"}
-
-
-@dataclass
-class DcomTarget:
-    computer_id: int
-    execute_dcom_kind: int | None  # None until some ingest has produced such an edge
-    member_of_kind: int | None
-
-
-async def find_dcom_target(conn: Connection, object_id: str) -> DcomTarget | None:
-    """The computer, with the two edge kinds its DCOM walk follows, in one statement."""
-    r = await conn.fetchrow(
-        """SELECT id, (SELECT id FROM kinds WHERE name = 'ExecuteDCOM'),
-            (SELECT id FROM kinds WHERE name = 'MemberOf')
-        FROM nodes WHERE object_id = $1 AND label = 'Computer'""",
-        object_id.upper(),
-    )
-    return None if r is None else DcomTarget(r[0], r[1], r[2])
-
-
-async def list_dcom_holders(
-    conn: Connection, target: DcomTarget, sort: Sequence[SortKey], skip: int, limit: int
-) -> tuple[int, list[wire.NodeListEntry]]:
-    """Principals with ExecuteDCOM on the computer, and every member of those, transitively.
-
-    UNION (not UNION ALL) de-duplicates, which also ends the recursion on group cycles. The
-    kinds are parameters, not subqueries: with table statistics present, SQLite planned the
-    subquery form to read the edge rows themselves and ran fifteen times slower.
-    """
-    if target.execute_dcom_kind is None:
-        return 0, []
-    sql = f"""WITH RECURSIVE holders(node_id) AS (
-            SELECT e.start_id FROM edges e WHERE e.end_id = $1 AND e.kind_id = $2
-          UNION
-            SELECT e.start_id FROM edges e JOIN holders h ON e.end_id = h.node_id
-            WHERE e.kind_id = $3
-        )
-        SELECT n.object_id, n.name, n.label, n.kinds, count(*) OVER ()
-        FROM holders h JOIN nodes n ON n.id = h.node_id
-        ORDER BY {order_clause(sort, NODE_SORT_COLUMNS, "n.id")}"""
-    args = [target.computer_id, target.execute_dcom_kind, target.member_of_kind or 0]
-    total, rows = await fetch_page(conn, sql, args, skip, limit)
-    decode = msgspec.json.Decoder(list[str]).decode
-    return total, [wire.NodeListEntry(r[0], r[1], r[2], decode(r[3])) for r in rows]
+from graphsvc.store.paging import fetch_page
 
 
 @dataclass

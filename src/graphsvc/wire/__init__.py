@@ -1,4 +1,5 @@
-"""Wire shapes (spec section 2): msgspec structs that the store fills and the app encodes.
+"""Wire shapes (spec section 2): msgspec structs that the store (an entry, from its row) and
+the domains (the answers around entries) fill and the app encodes.
 
 The OpenAPI document's component schemas are generated from these same structs. One
 namespace (`wire.X`) over modules named like the domains they serve (accounts, clients,
@@ -65,6 +66,7 @@ from graphsvc.wire.common import (
     NullString,
     NullTime,
     NullUUID,
+    Paged,
     null_int32,
     null_int64,
     null_string,
@@ -192,6 +194,7 @@ __all__ = [
     "NullTime",
     "NullUUID",
     "OUReference",
+    "Paged",
     "PagedAggregations",
     "PagedClients",
     "PagedDomainStats",

@@ -11,12 +11,12 @@ from graphsvc.wire.common import (
     UUID,
     ZERO_TIME,
     ZERO_UUID,
-    Count,
     NullInt32,
     NullInt64,
     NullString,
     NullTime,
     NullUUID,
+    Paged,
     null_int32,
     null_string,
     null_time,
@@ -173,8 +173,5 @@ class ClientResponse(msgspec.Struct):
     data: Client
 
 
-class PagedClients(msgspec.Struct):
-    count: Count
-    skip: Count
-    limit: Count
-    data: list[Client]
+class PagedClients(Paged[Client]):
+    pass

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Generic, TypeVar
 
 import msgspec
 from msgspec import Meta
@@ -13,6 +13,7 @@ UUID = Annotated[str, Meta(extra_json_schema={"format": "uuid"})]
 Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1, extra_json_schema={"format": "int32"})]
 Int64 = Annotated[int, Meta(extra_json_schema={"format": "int64"})]
 Count = Annotated[int, Meta(ge=0)]
+Entry = TypeVar("Entry")  # what a page lists
 
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -67,6 +68,19 @@ def null_uuid(value: str | None) -> NullUUID:
 
 def null_string(value: str | None) -> NullString:
     return NullString("", False) if value is None else NullString(value, True)
+
+
+class Paged(msgspec.Struct, Generic[Entry]):
+    """One page of a list and the list's size. Each answer names its own subclass
+    (`class PagedNodeList(Paged[NodeListEntry])`): the OpenAPI document's schema is named
+    after the class, where msgspec would name `Paged[NodeListEntry]` itself
+    `Paged_NodeListEntry_`. The subclasses have no docstring: it would become their
+    schema's description."""
+
+    count: Count
+    skip: Count
+    limit: Count
+    data: list[Entry]
 
 
 class ErrorDetail(msgspec.Struct):

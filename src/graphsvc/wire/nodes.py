@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from graphsvc.wire.common import Count
+from graphsvc.wire.common import Paged
 
 
 class NodeListEntry(msgspec.Struct):
@@ -15,11 +15,8 @@ class NodeListEntry(msgspec.Struct):
     kinds: list[str]
 
 
-class PagedNodeList(msgspec.Struct):
-    count: Count
-    skip: Count
-    limit: Count
-    data: list[NodeListEntry]
+class PagedNodeList(Paged[NodeListEntry]):
+    pass
 
 
 class SearchResult(msgspec.Struct):
@@ -30,11 +27,8 @@ class SearchResult(msgspec.Struct):
     system_tags: str
 
 
-class PagedSearchResults(msgspec.Struct):
-    count: Count
-    skip: Count
-    limit: Count
-    data: list[SearchResult]
+class PagedSearchResults(Paged[SearchResult]):
+    pass
 
 
 class DomainSelector(msgspec.Struct):

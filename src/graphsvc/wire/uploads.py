@@ -7,7 +7,7 @@ from datetime import datetime
 
 import msgspec
 
-from graphsvc.wire.common import UUID, Count, Int64, NullTime, NullUUID
+from graphsvc.wire.common import UUID, Count, Int64, NullTime, NullUUID, Paged
 
 
 class UploadedFile(msgspec.Struct):
@@ -43,11 +43,8 @@ class FileUploadJobResponse(msgspec.Struct):
     data: FileUploadJob
 
 
-class PagedFileUploadJobs(msgspec.Struct):
-    count: Count
-    skip: Count
-    limit: Count
-    data: list[FileUploadJob]
+class PagedFileUploadJobs(Paged[FileUploadJob]):
+    pass
 
 
 class AcceptedTypes(msgspec.Struct):
