@@ -28,7 +28,7 @@ from graphsvc.cli.common import (
     load_settings,
     read_stdin_secret,
     read_store,
-    run_in_transaction,
+    run_command_transaction,
 )
 from graphsvc.crypto import hash_secret
 from graphsvc.errors import ApiError
@@ -69,7 +69,7 @@ def user_create(
     """Create a user with a role."""
     if secret_stdin:
         secret = read_stdin_secret("--secret-stdin")
-    user_id = run_in_transaction(
+    user_id = run_command_transaction(
         load_settings(), lambda conn: users.create_user(conn, name, role, secret, disabled)
     )
     emit(
@@ -99,7 +99,7 @@ def change_user(
     async def work(conn: database.Connection) -> wire.UserResponse:
         return await change(conn, (await users.find_user_by_name(conn, name)).id)
 
-    changed = run_in_transaction(load_settings(), work).data
+    changed = run_command_transaction(load_settings(), work).data
     state = "disabled" if changed.is_disabled else "enabled"
     click.echo(f"user {changed.principal_name}: {changed.roles[0].name}, {state}")
 
@@ -211,7 +211,7 @@ def token_create(
         return (await create_api_token(conn, keys_of(settings), None, request)).data
 
     try:
-        created = run_in_transaction(settings, work)
+        created = run_command_transaction(settings, work)
     except BaseException:
         if save_to is not None:
             save_to.unlink(missing_ok=True)  # made for this token, which was not created
@@ -280,7 +280,7 @@ def token_revoke(token_id: str, as_json: bool) -> None:
     async def work(conn: database.Connection) -> wire.AuthToken:
         return (await revoke_api_token(conn, None, token_id.lower())).data
 
-    revoked = run_in_transaction(load_settings(), work)
+    revoked = run_command_transaction(load_settings(), work)
     emit(as_json, revoked, f"token {revoked.id} revoked")
 
 
@@ -316,7 +316,7 @@ def saml_create(
         )
         return (await get_saml_provider(conn, provider_id, base)).data
 
-    provider = run_in_transaction(settings, work)
+    provider = run_command_transaction(settings, work)
     emit(as_json, provider, f"SAML provider {name} created: id {provider.id}")
 
 
@@ -342,7 +342,7 @@ def client_create(name: str, ip_address: str, hostname: str, as_json: bool) -> N
         )
         return (await get_client(conn, client_id)).data, created
 
-    found, created = run_in_transaction(settings, work)
+    found, created = run_command_transaction(settings, work)
     data = {**msgspec.to_builtins(found), "token_key": created.key}
     emit(
         as_json,

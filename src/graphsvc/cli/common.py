@@ -150,7 +150,7 @@ def failing_as_commands_do(outcome: str) -> Iterator[None]:
         fail(f"{database.describe_database_error(exc)} ({outcome})")
 
 
-def run_in_transaction(
+def run_command_transaction(
     settings: Settings, work: Callable[[database.Connection], Awaitable[T]]
 ) -> T:
     """Migrate, then run `work` in one write transaction: all of it lands or none of it,

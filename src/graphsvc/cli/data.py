@@ -11,7 +11,7 @@ import click
 import msgspec
 
 from graphsvc import wire
-from graphsvc.cli.common import emit, fail, load_settings, read_store, run_in_transaction
+from graphsvc.cli.common import emit, fail, load_settings, read_store, run_command_transaction
 from graphsvc.errors import ApiError
 from graphsvc.graph import extensions, nodes
 from graphsvc.graph.nodes import ENVIRONMENT_TYPES
@@ -73,7 +73,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
     progress = IngestProgress(total)
     try:
         with cyclic_collector_paused():
-            result = run_in_transaction(
+            result = run_command_transaction(
                 settings, lambda conn: ingest_files(conn, paths, progress, limits=limits)
             )
     finally:
@@ -266,7 +266,7 @@ def schema_register(definition: Path, as_json: bool) -> None:
         except ApiError as exc:  # named by the file, which is what the user passed
             raise ApiError(exc.status, exc.message, str(definition)) from None
 
-    extension_id = run_in_transaction(load_settings(), work)
+    extension_id = run_command_transaction(load_settings(), work)
     emit(
         as_json,
         {"id": extension_id, "name": spec.name},

@@ -24,7 +24,7 @@ from graphsvc.cli.common import (
     keys_of,
     load_settings,
     migrate,
-    run_in_transaction,
+    run_command_transaction,
 )
 from graphsvc.settings import Settings, SettingsFileError
 from graphsvc.signals import STOP_SIGNALS
@@ -301,7 +301,7 @@ def demo(as_json: bool) -> None:
 
     settings = load_settings()
     secret = secrets.token_urlsafe(12)
-    result, loaded = run_in_transaction(
+    result, loaded = run_command_transaction(
         settings, lambda conn: open_demo(conn, keys_of(settings), secret)
     )
     where = database.redact_url(settings.resolved_database_url())

@@ -246,7 +246,7 @@ async def create_clients(conn: Connection, keys: KeyBox, now: datetime) -> list[
     await clients.insert_client_event(
         conn, busy, "DTSTART:20260104T060000Z\nRRULE:FREQ=WEEKLY;BYDAY=SU", plan, now
     )
-    job = clients.JobRow(
+    job = clients.CollectionJobRow(
         busy,
         event_id,
         now - timedelta(minutes=30),
@@ -257,7 +257,7 @@ async def create_clients(conn: Connection, keys: KeyBox, now: datetime) -> list[
         f"DC01.{DOMAIN}",
         plan,
     )
-    job_id = await clients.insert_job(conn, job, now)
+    job_id = await clients.insert_collection_job(conn, job, now)
     await clients.insert_domain_result(
         conn,
         job_id,

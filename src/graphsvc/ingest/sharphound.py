@@ -66,7 +66,12 @@ ACE_KEYS = {"PrincipalSID", "PrincipalType", "RightName", "IsInherited"}  # as S
 ACL_EXPLICIT = {"isacl": True, "isinherited": False}
 ACL_INHERITED = {"isacl": True, "isinherited": True}
 # A local group's RID -> the edge its direct members get to the computer.
-LOCAL_GROUP_KINDS = {"544": "AdminTo", "555": "CanRDP", "562": "ExecuteDCOM", "580": "CanPSRemote"}
+LOCAL_GROUP_EDGE_BY_RID = {
+    "544": "AdminTo",
+    "555": "CanRDP",
+    "562": "ExecuteDCOM",
+    "580": "CanPSRemote",
+}
 # The same groups as computer blocks (JSON v3/v4) and as GPOChanges lists.
 GROUP_BLOCK_KINDS = {
     "localadmins": "AdminTo",
@@ -306,7 +311,7 @@ def read_local_groups(
         if not isinstance(group, dict) or not group.get("collected"):
             continue
         group_id = to_upper_id(group.get("objectidentifier")) or ""
-        kind = LOCAL_GROUP_KINDS.get(group_id.rsplit("-", 1)[-1])
+        kind = LOCAL_GROUP_EDGE_BY_RID.get(group_id.rsplit("-", 1)[-1])
         if kind is None:
             continue
         members = principals(group.get("results"))

@@ -43,7 +43,7 @@ DOMAIN_FIELDS = {
     "IssuancePolicy": "issuancepolicies",
 }
 # What a computer's local groups give (the reference's local-group completeness kinds).
-LOCAL_GROUP_KINDS = ("AdminTo", "CanRDP", "CanPSRemote", "ExecuteDCOM", "CanBackup")
+LOCAL_GROUP_EDGE_KINDS = ("AdminTo", "CanRDP", "CanPSRemote", "ExecuteDCOM", "CanBackup")
 
 
 async def record_run_statistics(
@@ -157,7 +157,7 @@ async def record_domain(
         conn, run_number, domain_sid, "User", ("HasSession",)
     )
     values["local_group_completeness"] = await data_quality.measure_completeness(
-        conn, run_number, domain_sid, "Computer", LOCAL_GROUP_KINDS
+        conn, run_number, domain_sid, "Computer", LOCAL_GROUP_EDGE_KINDS
     )
     await data_quality.insert_stats_record(
         conn, data_quality.DOMAIN_STATS, domain_sid, values, run_id, now

@@ -280,7 +280,7 @@ async def insert_client_event(
 
 
 @dataclass
-class JobRow:
+class CollectionJobRow:
     client_id: str
     event_id: int | None
     execution_time: datetime
@@ -292,7 +292,7 @@ class JobRow:
     plan: CollectionPlan
 
 
-async def insert_job(conn: Connection, job: JobRow, now: datetime) -> int:
+async def insert_collection_job(conn: Connection, job: CollectionJobRow, now: datetime) -> int:
     first_flag = 8
     marks = ", ".join(f"${i}" for i in range(first_flag, first_flag + FLAG_COUNT))
     n = first_flag + FLAG_COUNT
