@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -488,10 +489,11 @@ class Env:
             return
         version = asyncio.run(read_store_version(self.url))
         app = cast(App, self.client.app)
-        deadline = time.monotonic() + 10
-        while (app.db.data_version() or 0) < version:
-            assert time.monotonic() < deadline, f"the app was not told of version {version}"
-            time.sleep(0.005)
+        wait_until(
+            lambda: (app.db.data_version() or 0) >= version,
+            timeout=10,
+            what=f"the app to be told of data version {version}",
+        )
 
     def user_with_token(
         self,
@@ -591,6 +593,60 @@ async def read_store_version(url: str) -> int:
         await connection.close()
 
 
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "the condition") -> T:
+    """Wait for an event instead of sleeping for a guessed time: poll `predicate` (at first
+    every few milliseconds, then every 0.05 s at most) until it answers something true, and
+    return that. Past `timeout` seconds the test fails, naming `what` it waited for. A loaded
+    machine only makes it wait longer, never fail early; a quick one waits no longer than
+    the event takes."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while not (found := predicate()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}, in vain")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return found
+
+
+def tcp_sockets_of(pid: int) -> list[tuple[tuple[str, int], tuple[str, int], int, int]]:
+    """The IPv4 TCP sockets process `pid` holds open (Linux /proc), each as its local and
+    remote address, its state (1: established, 10: listening) and the bytes received that
+    the process has not read yet."""
+    held = set()
+    with contextlib.suppress(OSError):  # the process is gone: it holds none
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):  # closed meanwhile
+                held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    if not held:
+        return []
+
+    def address(text: str) -> tuple[str, int]:
+        host, port = text.split(":")
+        return socket.inet_ntoa(struct.pack("<I", int(host, 16))), int(port, 16)
+
+    found = []
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if f"socket:[{fields[9]}]" in held:
+            unread = int(fields[4].partition(":")[2], 16)
+            found.append((address(fields[1]), address(fields[2]), int(fields[3], 16), unread))
+    return found
+
+
+def has_read_all_sent(pid: int, clients: list[socket.socket]) -> bool:
+    """Whether process `pid` (a served one) has accepted each of these clients' connections
+    and read everything they sent so far: what was sent has reached the server's code."""
+    ends = {client.getsockname() for client in clients}
+    read = {remote for _, remote, _, unread in tcp_sockets_of(pid) if unread == 0}
+    return ends <= read
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` still holds a socket listening on `port`."""
+    return any(local[1] == port and state == 10 for local, _, state, _ in tcp_sockets_of(pid))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -660,17 +716,17 @@ def served(
         logged.seek(0)
         return logged.read().decode(errors="replace")
 
+    def healthy() -> bool:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        assert process.poll() is None, said()
+        return False
+
     try:
-        for _ in range(400):
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, said()
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"{base}/health did not answer 200 within 20 s")
+        wait_until(healthy, timeout=30, what=f"{base}/health to answer 200")
         yield base, process
     finally:
         process.terminate()

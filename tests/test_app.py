@@ -161,7 +161,7 @@ def test_timeout_is_a_500_naming_the_seconds(env: Env, monkeypatch: pytest.Monke
     original = data_quality.list_aggregations
 
     async def slow(*args: object, **kwargs: object) -> object:
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # a slow store's read, cut off (cancelled) after the 1 s asked
         return await original(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(data_quality, "list_aggregations", slow)

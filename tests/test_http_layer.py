@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from graphsvc.api.server import SHED_MESSAGE
-from tests.conftest import Templates, served, server_environment
+from tests.conftest import (
+    Templates,
+    has_read_all_sent,
+    served,
+    server_environment,
+    wait_until,
+)
 
 LIMITS = {"header_timeout_seconds": "1", "body_timeout_seconds": "1", "max_connections": "40"}
 
@@ -74,11 +80,12 @@ def test_protocol_errors_answer_the_json_error_body(
 
 
 def test_headers_that_trickle_in_are_cut_off(server: tuple[str, int, int]) -> None:
-    sockets = [socket.create_connection(server[:2], timeout=5) for _ in range(30)]
+    # Each read waits for the 408 that the header timeout (1 s) sends; a server that never
+    # sends it fails the read (after 10 s).
+    sockets = [socket.create_connection(server[:2], timeout=10) for _ in range(30)]
     try:
         for s in sockets:
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
-        time.sleep(1.5)
         answers = [s.recv(65536) for s in sockets]
     finally:
         for s in sockets:
@@ -147,7 +154,8 @@ def test_a_connection_past_the_cap_sheds_the_one_silent_longest(
     has been silent longest is answered 408 and closed (before, the new one was refused)."""
     idle = [socket.create_connection(server[:2], timeout=5) for _ in range(40)]
     try:
-        time.sleep(0.2)  # open on the server's side, in this order
+        # Accepted by the server (in this order), within their 1 s header timeout.
+        wait_until(lambda: has_read_all_sent(server[2], idle), what="40 connections accepted")
         with socket.create_connection(server[:2], timeout=5) as extra:
             extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             answer = b""

@@ -4,7 +4,6 @@ an unknown column, operator or value is a 400 naming it, on both stores."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -13,7 +12,7 @@ import pytest
 
 from graphsvc.store.db import Connection
 from graphsvc.store.filters import EQUALITY, Filter, FilterColumn, filter_conditions
-from tests.conftest import Env
+from tests.conftest import Env, wait_until
 from tests.test_tokens import send
 from tests.test_uploads import JOBS, START, post, send_file
 
@@ -194,6 +193,8 @@ def test_contains_is_case_insensitive_and_takes_wildcards_literally(env: Env) ->
 
 def test_time_filters_see_a_token_made_a_moment_ago(env: Env) -> None:
     before = datetime.now(UTC)
-    time.sleep(0.05)
+    # The token is made later by the clock: it has ticked past `before` (at once, but for a
+    # clock that ticks coarsely).
+    wait_until(lambda: datetime.now(UTC) > before, timeout=5, what="the clock to tick")
     assert send(env, "POST", TOKENS, {"token_name": "fresh"}).status_code == 200
     assert names(listed(env, f"created_at=gt:{at(before)}")) == {"fresh"}

@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from tests.conftest import (
     served,
     server_environment,
     signed_headers,
+    wait_until,
 )
 from tests.test_upload_replicas import (
     FAST_WORKER,
@@ -282,21 +283,23 @@ def is_json_error(response: httpx.Response, status: int) -> dict[str, Any]:
     return error
 
 
-def files_taken(base: str) -> int:
-    """Files a replica accepted (202), from its own /metrics, asked directly."""
+def files_taken(base: str, status: int = 202) -> int:
+    """Files a replica accepted (202), or answered with `status`, from its own /metrics,
+    asked directly."""
     text = httpx.get(f"{base}/metrics", timeout=10).text
     found = re.search(
-        r'^graphsvc_requests_total\{operation="UploadFileToJob",status="202"\} (\S+)$',
+        rf'^graphsvc_requests_total\{{operation="UploadFileToJob",status="{status}"\}} (\S+)$',
         text,
         flags=re.M,
     )
     return int(float(found[1])) if found else 0
 
 
-def stalling(data: bytes, pause: float) -> Iterator[bytes]:
-    """The first 64 KiB of `data`, a pause, then the rest."""
+def stalling(data: bytes, cut_off: Callable[[], bool]) -> Iterator[bytes]:
+    """The first 64 KiB of `data`, a pause until the server has cut the request off (longer
+    than the body timeout, then), then the rest."""
     yield data[: 64 * 1024]
-    time.sleep(pause)
+    wait_until(cut_off, timeout=BODY_TIMEOUT + 60, what="graphsvc to cut the stalled body off")
     yield data[64 * 1024 :]
 
 
@@ -360,14 +363,20 @@ def test_uploads_through_the_readme_nginx_in_front_of_two_replicas(
         # Streamed, the body's pause reaches graphsvc, which ends it; nginx buffering it
         # would have waited and passed it on whole.
         data = big.read_bytes()
-        stalled = collector.send(uri, "stalled.json", stalling(data, BODY_TIMEOUT + 2), data)
+
+        def cut_off() -> bool:
+            return any(files_taken(base, status=408) for base in replicas)
+
+        stalled = collector.send(uri, "stalled.json", stalling(data, cut_off), data)
         assert is_json_error(stalled, 408)["message"].startswith("the request body")
 
         collector.call("POST", f"{uri}/end")
-        deadline = time.monotonic() + 120
-        while (job := collector.call("GET", f"{JOBS}?id={job_id}")[0])["status"] not in (2, 5):
-            assert time.monotonic() < deadline, job
-            time.sleep(0.2)
+
+        def ended() -> dict[str, Any] | None:
+            job: dict[str, Any] = collector.call("GET", f"{JOBS}?id={job_id}")[0]
+            return job if job["status"] in (2, 5) else None
+
+        job = wait_until(ended, timeout=120, what=f"job {job_id} to end")
         taken = [files_taken(base) for base in replicas]
     assert sum(taken) == len(files) and all(taken), f"files taken per replica: {taken}"
     assert job["status"] == 2, job["status_message"]

@@ -11,12 +11,15 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import pytest
 from coredis import Redis
 
+from graphsvc.api import ratelimit
+from graphsvc.api.app import App
 from graphsvc.api.ratelimit import MemoryWindows, RateLimiter, client_address, request_windows
-from tests.conftest import REQUIRE_SERVICES, Env, free_port
+from tests.conftest import REQUIRE_SERVICES, Env, free_port, wait_until
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
 EnvFactory = Callable[..., Env]
@@ -74,7 +77,7 @@ def test_waiting_retry_after_is_enough(make_env: EnvFactory) -> None:
     statuses, _ = burst(env, 10)
     rejected = env.get(AGG)
     assert rejected.status_code == 429 and statuses.count(429) >= 3
-    time.sleep(int(rejected.headers["retry-after"]))
+    time.sleep(int(rejected.headers["retry-after"]))  # not an event: what is tested
     assert env.get(AGG).status_code == 200
 
 
@@ -84,10 +87,12 @@ def test_the_ten_second_window_holds_the_average(make_env: EnvFactory) -> None:
     deadline = time.monotonic() + 6
     while time.monotonic() < deadline:
         admitted += env.get(AGG).status_code == 200
-        time.sleep(0.05)
+        time.sleep(0.05)  # not an event: a client's pace, six seconds of it
     # Six seconds at 4 a second would be 24; the ten-second window allows 20 in all.
     assert admitted <= 20
-    time.sleep(1.1)  # the one-second window empties; the ten-second one is still full
+    # Not an event: the one-second window empties as time passes; the ten-second one is
+    # still full.
+    time.sleep(1.1)
     response = env.get(AGG)
     assert response.status_code == 429 and response.headers["ratelimit-limit"] == "20"
 
@@ -210,12 +215,12 @@ class PrivateRedis:
             ],
             stdout=subprocess.DEVNULL,
         )
-        for _ in range(100):
+
+        def answers() -> bool:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError("private redis-server did not start")
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_until(answers, timeout=10, what="the private redis-server to listen")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -244,8 +249,13 @@ def private_redis() -> Iterator[PrivateRedis]:
 
 
 def test_redis_outage_falls_back_and_recovers(
-    make_env: EnvFactory, private_redis: PrivateRedis, caplog: pytest.LogCaptureFixture
+    make_env: EnvFactory,
+    private_redis: PrivateRedis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The limiter tries Redis again this long after it last failed: 5 s, 1 s here.
+    monkeypatch.setattr(ratelimit, "REDIS_RETRY_SECONDS", 1.0)
     env = limited_env(
         make_env,
         rate_limit_per_second=50,
@@ -264,7 +274,9 @@ def test_redis_outage_falls_back_and_recovers(
 
     private_redis.start()
     assert private_redis.keys() == []
-    time.sleep(5.2)  # the limiter tries Redis again after five seconds
+    limiter = cast(App, env.client.app).limiter
+    assert limiter is not None
+    wait_until(limiter.redis_usable, timeout=10, what="the limiter's time to try Redis again")
     with caplog.at_level(logging.WARNING, logger="graphsvc.api.ratelimit"):
         assert env.get(AGG).status_code == 200
     assert private_redis.keys(), "counting returned to Redis"

@@ -75,6 +75,8 @@ def test_replicas_share_one_limit_and_one_session_store(
 
         rejected = next(r for r in responses if r.status_code == 429)
         assert rejected.json()["errors"][0]["context"] == "rate_limit"
+        # Not an event: the window passing, after which Retry-After promises a request is
+        # admitted (the login below).
         time.sleep(int(rejected.headers["retry-after"]))
 
         login = client.post(

@@ -5,7 +5,9 @@ server exits 0; an ingest stopped by SIGTERM or SIGINT, at any point, rolls back
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -13,12 +15,20 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from bench.shapes import LargeDomain
 from graphsvc.store import graph
-from graphsvc.store.db import run_in_transaction
-from tests.conftest import Templates, served, server_environment
+from graphsvc.store.db import asyncpg_dsn, run_in_transaction
+from tests.conftest import (
+    Templates,
+    has_read_all_sent,
+    listens,
+    served,
+    server_environment,
+    wait_until,
+)
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -29,9 +39,10 @@ def test_sigterm_lets_a_request_under_way_finish(database_url: str, tmp_path: Pa
         with socket.create_connection((host, int(port)), timeout=10) as s:
             head = f"POST /api/v2/login HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
             s.sendall(head.encode() + body[:10])  # the request is under way
-            time.sleep(0.3)
+            wait_until(lambda: has_read_all_sent(process.pid, [s]), what="the request's start")
             process.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
+            # Stopping, it closes its listening socket at once; it waits for the request.
+            wait_until(lambda: not listens(process.pid, int(port)), what="the server to stop")
             assert process.poll() is None, "the server waits for the request"
             s.sendall(body[10:])
             answer = s.recv(65536)
@@ -43,13 +54,30 @@ def test_an_ingest_stopped_by_sigterm_rolls_back(database_url: str, tmp_path: Pa
     folder = tmp_path / "collection"
     LargeDomain.of_size("STOP.LOCAL", "S-1-5-21-5-5-5", 30_000).write(folder)
     process = start_ingest(database_url, folder, tmp_path)
-    time.sleep(1.0)
+    wait_until(lambda: writing_the_graph(database_url), timeout=60, what="the ingest's writes")
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "interrupted: the transaction was rolled back, nothing was written" in stderr
     assert "Traceback" not in stderr
     assert asyncio.run(run_in_transaction(database_url, graph.count_graph)) == (0, 0)
+
+
+def writing_the_graph(database_url: str) -> bool:
+    """Whether an ingest's transaction, not committed yet, has begun to write the graph: the
+    store's files grow (SQLite's write-ahead log, PostgreSQL's table of nodes)."""
+    if database_url.startswith("sqlite"):
+        log = Path(database_url.removeprefix("sqlite:///") + "-wal")
+        return log.exists() and log.stat().st_size > 1 << 20
+
+    async def size() -> int:
+        conn = await asyncpg.connect(asyncpg_dsn(database_url))
+        try:
+            return int(await conn.fetchval("SELECT pg_relation_size('nodes')"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(size()) > 0
 
 
 def start_ingest(database_url: str, folder: Path, tmp_path: Path) -> subprocess.Popen[str]:
@@ -126,7 +154,9 @@ def test_a_command_stopped_before_its_transaction_exits_130_without_a_traceback(
 ) -> None:
     """Stopped while it waits for a database that never answers (migrating, before any
     transaction), by either signal."""
-    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+    waiting: list[socket.socket] = []  # accepted, never answered: the commands wait on them
+    with socket.create_server(("127.0.0.1", 0)) as silent, contextlib.ExitStack() as stack:
+        stack.callback(lambda: [s.close() for s in waiting])
         port = silent.getsockname()[1]
         for stop in (signal.SIGTERM, signal.SIGINT):
             process = subprocess.Popen(
@@ -139,7 +169,15 @@ def test_a_command_stopped_before_its_transaction_exits_130_without_a_traceback(
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            time.sleep(2.0)  # well into its wait for the database
+            stack.callback(process.kill)  # whatever fails, it ends (a no-op once it has)
+
+            def connected(process: subprocess.Popen[str] = process) -> bool:
+                assert process.poll() is None, process.communicate()[1]
+                return bool(select.select([silent], [], [], 0)[0])
+
+            # It has connected to the database: it waits for an answer.
+            wait_until(connected, timeout=60, what="the command to connect")
+            waiting.append(silent.accept()[0])
             process.send_signal(stop)
             _, stderr = process.communicate(timeout=30)
             assert process.returncode == 130, (stop, stderr)

@@ -12,6 +12,7 @@ import errno
 import http.client
 import json
 import resource
+import select
 import socket
 import tempfile
 import threading
@@ -30,9 +31,11 @@ from graphsvc.api.app import create_app
 from tests.conftest import (
     Env,
     check_against_openapi,
+    has_read_all_sent,
     served,
     server_environment,
     signed_headers,
+    wait_until,
 )
 
 AGG = "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8"
@@ -102,12 +105,13 @@ def test_a_body_on_its_way_holds_no_database_connection(
         "body_timeout_seconds": "20",
         "body_min_bytes_per_second": "1",
     }
-    with served(server_environment(env.url, tmp_path, **settings)) as (base, _):
+    with served(server_environment(env.url, tmp_path, **settings)) as (base, process):
         slow = [connect(base) for _ in range(3)]
         try:
             for s in slow:
                 s.sendall(head_of("GET", AGG, unknown_token_headers(AGG), 100) + b"x")
-            time.sleep(0.5)  # the three are under way
+            # The three are under way: their heads and first byte read by the server.
+            wait_until(lambda: has_read_all_sent(process.pid, slow), what="the three heads read")
             read = httpx.get(base + AGG, headers=env.signed_headers("GET", AGG), timeout=3)
         finally:
             for s in slow:
@@ -204,6 +208,11 @@ def open_slow(base: str, sources: list[str], each: int, head: bytes) -> list[soc
     return opened
 
 
+def readable(s: socket.socket) -> bool:
+    """Whether a read of the socket would not wait: an answer, the end, or an error."""
+    return bool(select.select([s], [], [], 0)[0])
+
+
 def answers_to(opened: list[socket.socket]) -> list[int]:
     """The status the server gave each connection, if any yet (0: none, -1: reset)."""
     statuses = []
@@ -271,7 +280,9 @@ def test_behind_a_proxy_slow_bodies_count_per_forwarded_address(
             other = {"X-Forwarded-For": "203.0.113.9", **env.signed_headers("GET", AGG)}
             with httpx.Client(timeout=5) as client:
                 read = client.get(base + AGG, headers=other)
-            time.sleep(0.2)  # the shed ones' answers on their way
+            # The three shed ones' answers have arrived (the server wrote them as the sixth,
+            # seventh and eighth connections came, before the read).
+            wait_until(lambda: all(map(readable, opened[:3])), what="the shed ones' answers")
             told = answers_to(opened)
         finally:
             for s in opened:
@@ -304,7 +315,7 @@ def test_an_upload_sent_in_bursts_outlasts_trickling_connections(
         def bursts() -> Iterator[bytes]:
             for offset in range(0, len(body), 256 << 10):
                 yield body[offset : offset + (256 << 10)]
-                time.sleep(0.5)
+                time.sleep(0.5)  # not an event: the client's pause, what is tested
 
         outcome: list[object] = []
 
@@ -325,7 +336,7 @@ def test_an_upload_sent_in_bursts_outlasts_trickling_connections(
                 for s in trickling:
                     with contextlib.suppress(OSError):  # shed
                         s.send(b"a")  # a header that never ends
-                time.sleep(0.2)
+                time.sleep(0.2)  # not an event: the trickling clients' pace
             sender.join(10)
             told = answers_to(trickling)
         finally:

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
+import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,7 @@ from tests.conftest import (
     served,
     server_environment,
     signed_headers,
+    wait_until,
 )
 
 V6 = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
@@ -72,13 +77,11 @@ class Client:
         return httpx.post(base + uri, content=pieces(path), headers=headers, timeout=60)
 
     def wait(self, base: str, job_id: int, until: tuple[int, ...] = (2, 4, 5)) -> dict[str, Any]:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
+        def reached() -> dict[str, Any] | None:
             job: dict[str, Any] = self.call(base, "GET", f"{JOBS}?id={job_id}")[0]
-            if job["status"] in until:
-                return job
-            time.sleep(0.1)
-        raise AssertionError(f"job {job_id} did not reach {until}")
+            return job if job["status"] in until else None
+
+        return wait_until(reached, timeout=180, what=f"job {job_id} to reach a status of {until}")
 
 
 def assert_graph_as_ingested(database_url: str, collection: Path, tmp_path: Path) -> None:
@@ -157,9 +160,40 @@ def test_two_replicas_share_one_job_and_ingest_it_once(database_url: str, tmp_pa
         job = client.wait(bases[0], job_id)
         assert job["status"] == 2, job["status_message"]
         assert [f["name"] for f in job["files"]] == [p.name for p in files]
-        time.sleep(1)  # both workers poll again: a job ingested twice would show now
+        # Not an event: the workers poll every 0.1 s, and none may take the job again; in
+        # this time each polls a few times, and a job ingested twice would show.
+        time.sleep(0.5)
     assert fetch(database_url, "SELECT attempts FROM file_upload_jobs") == [(1,)]
     assert len(fetch(database_url, "SELECT id FROM ingest_runs")) == 1
+
+
+def ingest_writing(database_url: str) -> Callable[[], bool]:
+    """Whether an ingest's transaction, not committed yet, is writing the store: on
+    PostgreSQL the table of nodes has grown; on SQLite the write lock is held, and still
+    0.1 s later (the other writes here hold it for a moment)."""
+    if database_url.startswith("postgresql"):
+        return lambda: fetch(database_url, "SELECT pg_relation_size('nodes')")[0][0] > 0
+    path = database_url.removeprefix("sqlite:///")
+    held_since: list[float] = []
+
+    def write_lock_held() -> bool:
+        with contextlib.closing(sqlite3.connect(path, timeout=0, isolation_level=None)) as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                assert "locked" in str(exc), exc
+                return True
+            conn.execute("ROLLBACK")
+            return False
+
+    def held() -> bool:
+        if not write_lock_held():
+            held_since.clear()
+            return False
+        held_since[:] = held_since or [time.monotonic()]
+        return time.monotonic() - held_since[0] >= 0.1
+
+    return held
 
 
 @pytest.fixture
@@ -181,14 +215,15 @@ def test_a_job_whose_replica_is_killed_mid_ingest_is_ingested_again_all_or_nothi
         for path in sorted(large_collection.glob("*.json")):
             assert client.send(base, job_id, path).status_code == 202
         client.call(base, "POST", f"{JOBS}/{job_id}/end")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            job = client.call(base, "GET", f"{JOBS}?id={job_id}")[0]
-            if job["status_message"].startswith("ingesting on"):
-                break
-            time.sleep(0.05)
+
+        def taken() -> dict[str, Any] | None:
+            job: dict[str, Any] = client.call(base, "GET", f"{JOBS}?id={job_id}")[0]
+            return job if job["status_message"].startswith("ingesting on") else None
+
+        job = wait_until(taken, timeout=30, what="the worker to take the job")
         assert f":{process.pid}:" in job["status_message"], job
-        time.sleep(0.5)  # well into the ingest (it takes seconds)
+        # Into the ingest (it takes seconds): its transaction writes the graph.
+        wait_until(ingest_writing(database_url), timeout=60, what="the ingest's writes")
         assert client.call(base, "GET", f"{JOBS}?id={job_id}")[0]["status"] == 6
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
@@ -460,6 +495,12 @@ def test_the_upload_command_takes_json_and_zips_by_their_content_and_folders_as_
     assert received == [b"POST /api/v2/file-upload/start HTTP/1.1"]
 
 
+def unread_bytes(s: socket.socket) -> int:
+    """The bytes received on the socket that were not read yet."""
+    found: int = struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
+    return found
+
+
 def test_the_upload_client_reports_the_answer_of_a_server_that_stops_reading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -470,6 +511,8 @@ def test_the_upload_client_reports_the_answer_of_a_server_that_stops_reading(
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
+    failed: list[BaseException] = []
+
     def refuse_one() -> None:
         with listener, listener.accept()[0] as client:
             client.recv(65536)  # the headers, and perhaps a little of the body
@@ -479,7 +522,12 @@ def test_the_upload_client_reports_the_answer_of_a_server_that_stops_reading(
                 b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
             )
             client.shutdown(socket.SHUT_WR)
-            time.sleep(1.0)  # the client's writes now fail; then the connection is reset
+            # The client goes on sending its body; closed with those bytes unread, the
+            # connection is reset.
+            try:
+                wait_until(lambda: unread_bytes(client) >= 16 * 1024, what="more of the body")
+            except AssertionError as exc:
+                failed.append(exc)
 
     refuser = threading.Thread(target=refuse_one)
     refuser.start()
@@ -489,6 +537,7 @@ def test_the_upload_client_reports_the_answer_of_a_server_that_stops_reading(
     with pytest.raises(SystemExit):
         server.send_file("/api/v2/file-upload/1", big, lambda n: None)
     refuser.join()
+    assert not failed, failed
     said = capsys.readouterr().err
     assert "HTTP 413: request body is too large" in said, said
 
@@ -505,7 +554,7 @@ def test_a_job_stays_alive_while_a_slow_file_arrives(database_url: str, tmp_path
 
     def trickle() -> Iterator[bytes]:
         for part in parts:
-            time.sleep(pause)
+            time.sleep(pause)  # not an event: a slow client, what is tested
             yield part
 
     with served(server_environment(database_url, tmp_path, **settings)) as (base, _):
@@ -533,7 +582,7 @@ def test_a_slow_body_is_taken_while_it_keeps_coming_and_cut_off_when_it_stalls(
 
     def trickle(pause: float, stall_at: int | None = None) -> Iterator[bytes]:
         for i, part in enumerate(parts):
-            time.sleep(2.0 if i == stall_at else pause)
+            time.sleep(2.0 if i == stall_at else pause)  # not an event: what is tested
             yield part
 
     with served(server_environment(database_url, tmp_path, **settings)) as (base, _):

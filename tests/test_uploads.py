@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from graphsvc.api.routes import OPERATIONS
 from graphsvc.store import db
 from graphsvc.store.db import Connection
 from graphsvc.uploads.ingester import JobIngester, write_job_files
-from tests.conftest import FIXTURES, Env, ingest
+from tests.conftest import FIXTURES, Env, ingest, wait_until
 
 CE = FIXTURES / "bloodhound-ce" / "fixtures"
 V6 = CE / "v6" / "ingest"
@@ -83,13 +82,11 @@ def job_of(env: Env, token: tokens.CreatedToken, job_id: int) -> dict[str, Any]:
 
 
 def wait_for_job(env: Env, token: tokens.CreatedToken, job_id: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    def ended() -> dict[str, Any] | None:
         job = job_of(env, token, job_id)
-        if job["status"] in (2, 4, 5):
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
+        return job if job["status"] in (2, 4, 5) else None
+
+    return wait_until(ended, timeout=120, what=f"job {job_id} to end")
 
 
 def json_files(folder: Path) -> list[tuple[str, bytes, str]]:
