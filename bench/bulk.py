@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from graphsvc.store.data_quality import AggregationRow
-from graphsvc.store.db import Connection, refresh_planner_statistics, sync_id_sequence
+from graphsvc.store.db import Connection
+from graphsvc.store.dialect import refresh_planner_statistics, sync_id_sequence
 from graphsvc.store.graph import GRAPH_TABLES, ensure_kinds
 
 BULK_BATCH = 50_000  # rows per COPY (or multi-row insert) in bulk loads

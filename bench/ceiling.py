@@ -22,16 +22,11 @@ import uvicorn
 from graphsvc import wire
 from graphsvc.graph.entities import DCOM_USERS
 from graphsvc.store import clients, data_quality, entities, saml
-from graphsvc.store.db import (
-    Connection,
-    PostgresConnection,
-    PostgresDatabase,
-    SQLiteDatabase,
-    create_database,
-    sqlite_args,
-    sqlite_sql,
-)
+from graphsvc.store.db import Connection, create_database
+from graphsvc.store.dialect import sqlite_args, sqlite_sql
 from graphsvc.store.paging import SortKey
+from graphsvc.store.postgres import PostgresConnection, PostgresDatabase
+from graphsvc.store.sqlite import SQLiteDatabase
 
 encode = msgspec.json.Encoder().encode
 NEWEST_FIRST = [SortKey("created_at", True)]

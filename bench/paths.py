@@ -79,6 +79,7 @@ from graphsvc.graph.path_index import (
 )
 from graphsvc.graph.paths import TRAVERSABLE_KINDS, PathIndex, find_shortest_paths
 from graphsvc.store import db as store_db
+from graphsvc.store import dialect, postgres, sqlite
 from graphsvc.store.db import Connection, asyncpg_dsn, create_database, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 from graphsvc.store.paths import GraphVersion, read_edge_chunks, read_graph_version
@@ -430,9 +431,11 @@ class StatementLog:
     wrapped for that: SQLite's fetchrow, fetchval and execute run through its fetch."""
 
     WRAPPED = (
-        (store_db.SQLiteConnection, ("fetch",)),
-        (store_db.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
+        (sqlite.SQLiteConnection, ("fetch",)),
+        (postgres.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
     )
+    # The issuer is the first caller outside these: the connections and the dialect's helpers.
+    STORE_MODULES = frozenset(m.__name__ for m in (store_db, dialect, sqlite, postgres))
 
     def __init__(self) -> None:
         self.statements: list[tuple[str, int, str]] = []
@@ -451,7 +454,7 @@ class StatementLog:
     def wrap(self, original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def recorded(conn: Any, sql: str, *args: Any) -> Any:
             caller = sys._getframe(1)
-            while caller.f_globals["__name__"] == store_db.__name__ and caller.f_back:
+            while caller.f_globals["__name__"] in self.STORE_MODULES and caller.f_back:
                 caller = caller.f_back
             self.statements.append((caller.f_code.co_qualname, id(conn.raw), " ".join(sql.split())))
             return await original(conn, sql, *args)

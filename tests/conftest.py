@@ -46,8 +46,8 @@ from graphsvc.ingest import IngestResult, ingest_files
 from graphsvc.logs import JsonLines
 from graphsvc.settings import Settings
 from graphsvc.signatures import sign_request
+from graphsvc.store.data_version import READ_DATA_VERSION
 from graphsvc.store.db import (
-    READ_DATA_VERSION,
     Connection,
     MissingDatabase,
     asyncpg_dsn,
@@ -593,7 +593,9 @@ async def read_store_version(url: str) -> int:
         await connection.close()
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "the condition") -> T:
+def wait_until(
+    predicate: Callable[[], T | None], timeout: float = 30.0, what: str = "the condition"
+) -> T:
     """Wait for an event instead of sleeping for a guessed time: poll `predicate` (at first
     every few milliseconds, then every 0.05 s at most) until it answers something true, and
     return that. Past `timeout` seconds the test fails, naming `what` it waited for. A loaded

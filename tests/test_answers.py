@@ -13,7 +13,9 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from graphsvc.accounts import saml, tokens, users
+from graphsvc.api.admission import Admission
 from graphsvc.api.answers import (
     ENTRY_OVERHEAD_BYTES,
     Answer,
@@ -32,11 +35,13 @@ from graphsvc.api.answers import (
     make_key,
     matches_none,
 )
-from graphsvc.api.routes import OPERATIONS
+from graphsvc.api.routes import OPERATIONS, Operation
+from graphsvc.api.web import Request
 from graphsvc.crypto import KeyBox
 from graphsvc.demo.dataset import DemoResult
-from graphsvc.store import db
-from graphsvc.store.db import Connection, asyncpg_dsn, run_in_transaction
+from graphsvc.store import data_quality, postgres, sqlite
+from graphsvc.store.data_version import READ_DATA_VERSION
+from graphsvc.store.db import Connection, asyncpg_dsn, create_database, run_in_transaction
 from tests.conftest import (
     FIXTURES,
     POSTGRES_URL,
@@ -45,6 +50,7 @@ from tests.conftest import (
     served,
     server_environment,
     signed_headers,
+    wait_until,
 )
 
 V6 = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
@@ -255,10 +261,7 @@ def assert_fresh_soon(env: Env, fresh: Callable[[], bool]) -> None:
     if env.url.startswith("sqlite"):
         assert fresh()
         return
-    deadline = time.monotonic() + 10
-    while not fresh():
-        assert time.monotonic() < deadline, "the change was not seen within 10 s"
-        time.sleep(0.02)
+    wait_until(fresh, timeout=10, what="the change to be seen")
 
 
 def test_no_answer_outlives_a_saml_write_by_another_process(env: Env) -> None:
@@ -296,17 +299,115 @@ def test_no_answer_outlives_an_upload_job(make_env: Callable[..., Env]) -> None:
     assert {r["metric_type"] for r in rows} == {"node", "relationship"}
 
 
-def test_an_answer_that_shows_the_time_is_never_kept(env: Env) -> None:
-    """Without `end`, a statistics answer's window ends now; without `before`, so does the
-    audit log's. Their tags are their bytes' digests, so a 304 still saves the transfer."""
-    for uri in (
-        "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8",
-        "/api/v2/audit",
-    ):
+TENANT = "6F1C2A3B-9D4E-4F5A-8B6C-7D8E9FA0B1C2"
+DOMAIN = "S-1-5-21-1111111111-2222222222-3333333333"
+MOVING_WINDOWS = (  # each read's window ends now: no `end`, and no `start` but the last
+    "/api/v2/data-quality-stats-aggregations?schema_environment_kind_id=8",
+    f"/api/v2/azure-tenants/{TENANT}/data-quality-stats",
+    f"/api/v2/ad-domains/{DOMAIN}/data-quality-stats",
+    f"/api/v2/azure-tenants/{TENANT}/data-quality-stats?start=2000-01-01T00:00:00Z",
+)
+
+
+def seed_records(env: Env, *created: datetime) -> None:
+    """An aggregation, a tenant record and a domain record created at each time."""
+
+    async def work(conn: Connection) -> None:
+        for when in created:
+            run = str(uuid.uuid4())
+            row = data_quality.AggregationRow(run, 1, 8, "node", "User", 1.0, 2)
+            await data_quality.insert_aggregations(conn, [row], when)
+            for stats, environment in (
+                (data_quality.TENANT_STATS, TENANT),
+                (data_quality.DOMAIN_STATS, DOMAIN),
+            ):
+                counts = dict.fromkeys(stats.values, 1)
+                await data_quality.insert_stats_record(conn, stats, environment, counts, run, when)
+
+    env.run_in_transaction(work)
+
+
+def test_a_window_that_ends_now_is_kept_its_bounds_filled_per_answer(
+    make_env: Callable[..., Env],
+) -> None:
+    """Without `end`, a statistics answer's window ends at the time it is sent; its records
+    are kept, and its tag, weak, names them: 304 while they are unchanged."""
+    env = make_env(metrics="open")
+    env.create_admin()
+    seed_records(env, datetime.now(UTC) - timedelta(days=1))
+    for uri in MOVING_WINDOWS:
         first = env.get(uri)
-        assert first.headers["etag"] == content_etag(first.content)
-    kept = env.get(AGG)
-    assert kept.headers["etag"] != content_etag(kept.content)
+        assert first.status_code == 200, first.text
+        before = lookups(env)
+        again = env.get(uri)
+        assert lookups(env)["hit"] - before.get("hit", 0) == 1, uri  # from memory
+        made, kept = first.json(), again.json()
+        assert kept["data"] == made["data"] and len(kept["data"]) == 1, uri
+        assert datetime.fromisoformat(kept["end"]) > datetime.fromisoformat(made["end"]), uri
+        assert abs(datetime.fromisoformat(kept["end"]) - datetime.now(UTC)) < timedelta(seconds=30)
+        if "start=" in uri:
+            assert kept["start"] == made["start"] == "2000-01-01T00:00:00Z"
+        else:
+            start, end = (datetime.fromisoformat(kept[k]) for k in ("start", "end"))
+            assert end - start == timedelta(days=30)
+        etag = first.headers["etag"]
+        assert etag.startswith('W/"') and again.headers["etag"] == etag, uri
+        assert etag != content_etag(first.content)
+        current = env.get(uri, headers={"If-None-Match": etag})
+        assert current.status_code == 304 and current.headers["etag"] == etag, uri
+    tags = {uri: env.get(uri).headers["etag"] for uri in MOVING_WINDOWS}
+    seed_records(env, datetime.now(UTC) - timedelta(days=2))  # a record more in each window
+    for uri, etag in tags.items():
+        moved = env.get(uri, headers={"If-None-Match": etag})
+        assert moved.status_code == 200 and len(moved.json()["data"]) == 2, uri
+        assert moved.headers["etag"] != etag
+    # The audit log's window ends now too, but the log grows without moving the data
+    # version: never kept, its tag is its bytes' digest.
+    audit = env.get("/api/v2/audit")
+    assert audit.headers["etag"] == content_etag(audit.content)
+
+
+def test_a_kept_window_is_made_again_when_a_record_enters_or_leaves_it(env: Env) -> None:
+    """A kept window's records are read again when, as the window moves, the end reaches a
+    record (one created ahead of the clock) or the start passes one; not before."""
+    now = datetime.now(UTC)
+    seed_records(env, now + timedelta(seconds=6), now - timedelta(days=30) + timedelta(seconds=12))
+    uri = MOVING_WINDOWS[1]
+
+    def created() -> list[str]:
+        return [row["created_at"] for row in env.get(uri).json()["data"]]
+
+    first = created()
+    assert len(first) == 1 and datetime.fromisoformat(first[0]) < now  # the one to leave
+    wait_until(lambda: len(created()) == 2, what="the record created ahead to enter")
+    wait_until(
+        lambda: datetime.fromisoformat(created()[-1]) > now,  # newest first
+        what="the oldest record to leave the window",
+    )
+    assert len(created()) == 1
+
+
+def test_a_kept_answer_reads_no_parameters_on_the_whole_path(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its parameters were read without fault when it was made, from the same path and
+    query; a 304 for a tag this process does not keep reads them (the tag may be made up)."""
+    read: list[str] = []
+    parameters = Admission.parameters
+
+    def counted(self: Admission, op: Operation, request: Request) -> dict[str, Any]:
+        read.append(op.operation_id)
+        return parameters(self, op, request)
+
+    monkeypatch.setattr(Admission, "parameters", counted)
+    made = env.get(AGG)
+    assert made.status_code == 200 and read == ["ListDataQualityAggregations"]
+    for headers in ({}, {"If-None-Match": made.headers["etag"]}):
+        assert env.get(AGG, headers=headers).status_code in (200, 304)
+    assert len(read) == 1
+    env.client.app.answers.clear(None)  # type: ignore[attr-defined]
+    assert env.get(AGG, headers={"If-None-Match": made.headers["etag"]}).status_code == 304
+    assert len(read) == 2
 
 
 def test_the_operations_not_kept_show_what_moves_at_once(env: Env) -> None:
@@ -318,10 +419,11 @@ def test_the_operations_not_kept_show_what_moves_at_once(env: Env) -> None:
     before = env.get(uri)
     assert before.headers["etag"] == content_etag(before.content)
     assert env.get("/api/v2/self", token=other).status_code == 200
-    deadline = time.monotonic() + 10
-    while env.get(uri).content == before.content:
-        assert time.monotonic() < deadline, "the token's last access was never shown"
-        time.sleep(0.05)
+    wait_until(
+        lambda: env.get(uri).content != before.content,
+        timeout=10,
+        what="the token's last access to be shown",
+    )
     moved = env.get(uri, headers={"If-None-Match": before.headers["etag"]})
     assert moved.status_code == 200 and moved.headers["etag"] != before.headers["etag"]
 
@@ -412,7 +514,7 @@ def test_if_none_match_is_read_as_rfc_9110_says() -> None:
 
 
 def test_a_lower_polled_version_is_believed_when_polled_twice() -> None:
-    store = db.PostgresDatabase("postgresql://unused/none", pool_size=1)
+    store = postgres.PostgresDatabase("postgresql://unused/none", pool_size=1)
     store.note_version(100)
     store.note_polled_version(90)  # a poll begun before this process's commit
     assert store.data_version() == 100
@@ -465,7 +567,7 @@ async def cut_listeners(database_url: str) -> int:
         cut: int = await conn.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = $1 AND datname = $2",
-            db.LISTENER_NAME,
+            postgres.LISTENER_NAME,
             database_url.rsplit("/", 1)[1].split("?")[0],
         )
         return cut
@@ -489,9 +591,11 @@ def test_two_replicas_see_a_change_made_elsewhere(replicas: list[str], database_
             create_provider_directly(database_url, name)
             changed = time.monotonic()
             for base in replicas:
-                while name not in names(base):
-                    assert time.monotonic() - changed < 10, f"{base} never saw {name}"
-                    time.sleep(0.01)
+                wait_until(
+                    lambda base=base, name=name: name in names(base),  # type: ignore[misc]
+                    timeout=10,
+                    what=f"{base} to see {name}",
+                )
                 seen.append(time.monotonic() - changed)
         print(f"seen by both replicas after {max(seen) * 1000:.0f} ms at most")
 
@@ -499,11 +603,12 @@ def test_two_replicas_see_a_change_made_elsewhere(replicas: list[str], database_
         # second), then listens again.
         assert asyncio.run(cut_listeners(database_url)) == 2
         create_provider_directly(database_url, "ping")
-        changed = time.monotonic()
         for base in replicas:
-            while "ping" not in names(base):
-                assert time.monotonic() - changed < 15, f"{base} never saw the change"
-                time.sleep(0.05)
+            wait_until(
+                lambda base=base: "ping" in names(base),  # type: ignore[misc]
+                timeout=15,
+                what=f"{base} to see the change",
+            )
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -512,14 +617,14 @@ def test_sqlite_reads_the_version_when_the_wal_index_shows_a_commit(
 ) -> None:
     """A commit by any connection is seen at the next call, through the WAL-index header;
     a change the header would not show is still seen within DATA_VERSION_POLL_SECONDS."""
-    monkeypatch.setattr(db, "DATA_VERSION_POLL_SECONDS", 0.2)
+    monkeypatch.setattr(sqlite, "DATA_VERSION_POLL_SECONDS", 0.2)
 
     async def move(conn: Connection) -> None:  # a write that changes nothing else
         await conn.execute("UPDATE data_version SET version = version WHERE id = 1")
 
     async def scenario() -> None:
-        store = db.create_database(database_url)
-        assert isinstance(store, db.SQLiteDatabase)
+        store = create_database(database_url)
+        assert isinstance(store, sqlite.SQLiteDatabase)
         await store.open()
         try:
             await store.follow_data_version()
@@ -531,12 +636,12 @@ def test_sqlite_reads_the_version_when_the_wal_index_shows_a_commit(
             assert second is not None and second > first
             # A WAL-index that shows nothing (its header frozen): the row is still read again
             # once the poll interval has passed.
-            store.wal_index = mmap.mmap(-1, db.WAL_INDEX_HEADER_BYTES)
+            store.wal_index = mmap.mmap(-1, sqlite.WAL_INDEX_HEADER_BYTES)
             store.data_version()
             frozen = store.data_version()
             await run_in_transaction(database_url, move)
             assert store.data_version() == frozen
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.25)  # the poll interval passing is what is tested
             later = store.data_version()
             assert later is not None and frozen is not None and later > frozen
         finally:
@@ -561,12 +666,12 @@ def test_watching_the_wal_index_keeps_sqlites_locks(database_url: str) -> None:
         return held
 
     async def scenario() -> tuple[int, int]:
-        store = db.create_database(database_url)
-        assert isinstance(store, db.SQLiteDatabase)
+        store = create_database(database_url)
+        assert isinstance(store, sqlite.SQLiteDatabase)
         await store.open()
         try:
             async with store.reading() as conn:
-                await conn.fetchval(db.READ_DATA_VERSION)
+                await conn.fetchval(READ_DATA_VERSION)
             shm = f"{store.path}-shm"
             before = locks_held_on(shm)
             await store.follow_data_version()
@@ -613,8 +718,8 @@ def test_a_listener_gone_silent_is_given_up(
 ) -> None:
     """Its poll times out: the version is unknown (nothing answered from memory) until a
     new listener is connected, not the last one seen for as long as TCP takes to give up."""
-    monkeypatch.setattr(db, "DATA_VERSION_POLL_SECONDS", 0.2)
-    monkeypatch.setattr(db, "VERSION_READ_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(postgres, "DATA_VERSION_POLL_SECONDS", 0.2)
+    monkeypatch.setattr(postgres, "VERSION_READ_TIMEOUT_SECONDS", 0.5)
 
     async def until(condition: Callable[[], bool], seconds: float) -> bool:
         deadline = time.monotonic() + seconds
@@ -627,8 +732,8 @@ def test_a_listener_gone_silent_is_given_up(
     async def scenario() -> None:
         proxy = FreezingProxy()
         port = await proxy.start()
-        store = db.create_database(database_url.replace("127.0.0.1:5432", f"127.0.0.1:{port}"))
-        assert isinstance(store, db.PostgresDatabase)
+        store = create_database(database_url.replace("127.0.0.1:5432", f"127.0.0.1:{port}"))
+        assert isinstance(store, postgres.PostgresDatabase)
         await store.open()
         try:
             await store.follow_data_version()
@@ -694,7 +799,7 @@ def stored_version(env: Env) -> int:
     """The store's data version, read in a transaction that moves none."""
 
     async def work(conn: Connection) -> int:
-        return int(await conn.fetchval(db.READ_DATA_VERSION))
+        return int(await conn.fetchval(READ_DATA_VERSION))
 
     return asyncio.run(run_in_transaction(env.url, work, changes_answers=False))
 

@@ -23,7 +23,7 @@ import graphsvc.ingest
 from graphsvc.cli import main
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.run import cyclic_collector_paused, ingest_files
-from graphsvc.store import db, graph
+from graphsvc.store import graph, sqlite
 from tests.conftest import (
     FIXTURES,
     POSTGRES_URL,
@@ -473,7 +473,7 @@ def test_a_second_ingest_on_sqlite_exits_1_with_one_line(
     transaction, as a running ingest holds) says so in one line, and writes nothing."""
     sample = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest" / "sessions.json"
     assert cli("db", "upgrade").exit_code == 0
-    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(sqlite, "SQLITE_BUSY_TIMEOUT_MS", 300)
     holder = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

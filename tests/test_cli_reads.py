@@ -13,7 +13,8 @@ from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
 from graphsvc.cli import main
-from graphsvc.store.db import READ_DATA_VERSION, Connection, run_in_transaction
+from graphsvc.store.data_version import READ_DATA_VERSION
+from graphsvc.store.db import Connection, run_in_transaction
 from graphsvc.store.migrate import alembic_config, head_revision
 from tests.conftest import FIXTURES, TEST_FERNET_KEY, Env
 

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from graphsvc.store.db import SQLiteConnection, SQLiteDatabase
+from graphsvc.store.sqlite import SQLiteConnection, SQLiteDatabase
 
 # About two million rows: far beyond the inline budget, well under a second on a worker.
 LONG_READ = """WITH RECURSIVE steps(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM steps

@@ -11,7 +11,8 @@ from alembic import command
 
 from graphsvc.ingest.run import IngestResult, ingest_files
 from graphsvc.store import graph
-from graphsvc.store.db import Connection, run_in_transaction, sync_id_sequence
+from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.store.dialect import sync_id_sequence
 from graphsvc.store.migrate import alembic_config, upgrade_schema
 from tests.conftest import FIXTURES
 

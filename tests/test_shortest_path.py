@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from graphsvc.graph import path_index
 from graphsvc.graph.paths import TRAVERSABLE_KINDS
-from graphsvc.store import db
+from graphsvc.store import db, dialect, postgres, sqlite
 from graphsvc.store.db import Connection
 from tests.conftest import Env, ingest
 from tests.test_ad_domain_stats import raw_records
@@ -407,11 +407,12 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> list[Statement]:
     """Every statement run on a pooled connection of either store from here on (SQLite's
     fetchrow, fetchval and execute run through its fetch)."""
     seen: list[Statement] = []
+    store_modules = {m.__name__ for m in (db, dialect, sqlite, postgres)}
 
     def recording(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def recorded(conn: Any, sql: str, *args: Any) -> Any:
             caller = sys._getframe(1)
-            while caller.f_globals["__name__"] == db.__name__:
+            while caller.f_globals["__name__"] in store_modules:
                 assert caller.f_back is not None
                 caller = caller.f_back
             modules = set()
@@ -426,8 +427,8 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> list[Statement]:
         return recorded
 
     for connection, names in (
-        (db.SQLiteConnection, ("fetch",)),
-        (db.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
+        (sqlite.SQLiteConnection, ("fetch",)),
+        (postgres.PostgresConnection, ("fetch", "fetchrow", "fetchval", "execute")),
     ):
         for name in names:
             monkeypatch.setattr(connection, name, recording(getattr(connection, name)))

@@ -13,13 +13,9 @@ import pytest
 
 from graphsvc.ingest.records import NodeRecord
 from graphsvc.store import entities, graph
-from graphsvc.store.db import (
-    Connection,
-    ConnectionOnDemand,
-    PostgresConnection,
-    SQLiteConnection,
-    asyncpg_dsn,
-)
+from graphsvc.store.db import Connection, ConnectionOnDemand, asyncpg_dsn
+from graphsvc.store.postgres import PostgresConnection
+from graphsvc.store.sqlite import SQLiteConnection
 from tests.conftest import wait_until
 
 MARKER = "graphsvc-slow-probe"

@@ -16,7 +16,7 @@ import pytest
 from graphsvc.accounts import tokens
 from graphsvc.accounts.permissions import INGEST
 from graphsvc.api.routes import OPERATIONS
-from graphsvc.store import db
+from graphsvc.store import sqlite
 from graphsvc.store.db import Connection
 from graphsvc.uploads.ingester import JobIngester, write_job_files
 from tests.conftest import FIXTURES, Env, ingest, wait_until
@@ -400,7 +400,7 @@ def test_upload_responses_follow_the_reference_envelopes(
 def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
     make_env: Callable[..., Env], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 300)  # the busy answer in 0.3 s, not 10
+    monkeypatch.setattr(sqlite, "SQLITE_BUSY_TIMEOUT_MS", 300)  # the busy answer in 0.3 s, not 10
     env = make_env(ingest_poll_seconds=0.05)
     env.create_admin()
     job_id = upload(env, env.token, json_files(V6))

@@ -1,6 +1,6 @@
 """Answers from memory while the data is unchanged: the key and ETag of a read,
 `If-None-Match`, and the bounded cache of encoded answers, keyed by the store's data version
-(store/db.py) and the normalized request.
+(store/data_version.py) and the normalized request.
 
 An ETag made from the data version and the request names one answer: the store's data
 behind a cached operation changes only with the version, and its answer shows nothing else

@@ -34,6 +34,12 @@ async def list_aggregations(
     if found is None:
         raise not_found(f"schema extension {extension_id} does not exist", "schema_extension_id")
     count, rows = found
+    if window.ends_now:
+        window.note_records(
+            *await data_quality.aggregation_times(
+                conn, environment_kind_id, extension_id, window.start, window.end
+            )
+        )
     return wire.PagedAggregations(count, page.skip, page.limit, window.start, window.end, rows)
 
 
@@ -77,4 +83,10 @@ async def list_records(
     )
     if count == 0 and not await data_quality.environment_known(conn, stats, environment_id):
         raise not_found(f"no {noun} {environment_id} is known", parameter)
+    if window.ends_now:
+        window.note_records(
+            *await data_quality.stats_record_times(
+                conn, stats, environment_id, window.start, window.end
+            )
+        )
     return count, rows

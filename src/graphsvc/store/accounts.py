@@ -9,6 +9,7 @@ from typing import Any
 
 from graphsvc import wire
 from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import row_lock
 from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
 from graphsvc.store.paging import SortKey, order_clause
 
@@ -72,7 +73,7 @@ async def lock_principal(conn: Connection, user_id: str) -> Principal | None:
     """A live user as a request acts for it, its row share-locked on PostgreSQL: a change to
     the user made by another transaction waits for this one, or this one sees it. (SQLite's
     write transaction holds the whole store already.)"""
-    lock = " FOR SHARE" if conn.dialect == "postgresql" else ""
+    lock = row_lock(conn.dialect, "FOR SHARE")
     r = await conn.fetchrow(
         f"SELECT id, role_id, is_disabled FROM users WHERE id = $1 AND deleted_at IS NULL{lock}",
         user_id,
@@ -87,16 +88,17 @@ async def lock_enabled_holders(conn: Connection, permission: str) -> None:
     read committed, one that waited sees the rows as the other left them (a user it
     deleted is gone). Foreign-key checks stay free: a token may still be created for a
     locked user. On SQLite the write transaction holds the whole store already."""
-    if conn.dialect != "postgresql":
+    lock = row_lock(conn.dialect, "FOR NO KEY UPDATE")
+    if not lock:
         return
     authority, name = permission.split("/", 1)
     await conn.execute(
-        """SELECT u.id FROM users u
+        f"""SELECT u.id FROM users u
         WHERE u.deleted_at IS NULL AND NOT u.is_disabled AND u.role_id IN (
             SELECT rp.role_id FROM roles_permissions rp
             JOIN permissions p ON p.id = rp.permission_id
             WHERE p.authority = $1 AND p.name = $2)
-        ORDER BY u.id FOR NO KEY UPDATE""",
+        ORDER BY u.id{lock}""",
         authority,
         name,
     )
@@ -161,7 +163,7 @@ async def lock_secret_digest(conn: Connection, user_id: str) -> str | None:
     ends (PostgreSQL; SQLite's write transaction holds the whole store already). Taken before
     `lock_principal` share-locks the same row: two transactions that both held the share lock
     and then both updated the row would deadlock."""
-    lock = " FOR NO KEY UPDATE" if conn.dialect == "postgresql" else ""
+    lock = row_lock(conn.dialect, "FOR NO KEY UPDATE")
     found = await conn.fetchval(f"SELECT secret_digest FROM users WHERE id = $1{lock}", user_id)
     return None if found is None else str(found)
 

@@ -11,7 +11,8 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.store.accounts import TOKEN_FIELDS, token_fields
-from graphsvc.store.db import Connection, Row, in_list, list_param
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import in_list, list_param
 from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 

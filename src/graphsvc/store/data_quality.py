@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from graphsvc import wire
-from graphsvc.store.db import (
-    Connection,
-    Row,
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import (
+    computed_time,
     in_list,
     json_number,
     json_property_equals,
@@ -98,6 +98,39 @@ async def list_aggregations(
         skip,
     )
     return int(total), [aggregation_from_row(r) for r in rows]
+
+
+async def aggregation_times(
+    conn: Connection,
+    environment_kind_id: int,
+    extension_id: int | None,
+    start: datetime,
+    end: datetime,
+) -> tuple[datetime | None, datetime | None]:
+    """The earliest creation time of the aggregations `list_aggregations` reads in the
+    window, and the earliest after it."""
+    args: list[Any] = [environment_kind_id, start, end]
+    rows = "environment_kind_id = $1 AND deleted_at IS NULL"
+    if extension_id is not None:
+        args.append(extension_id)
+        rows += " AND extension_id = $4"
+    return await first_times(conn, "data_quality_aggregations", rows, args)
+
+
+async def first_times(
+    conn: Connection, table: str, rows: str, args: Sequence[Any]
+) -> tuple[datetime | None, datetime | None]:
+    """The earliest creation time among `rows` of `table` from $2 to $3, and the earliest
+    after $3; each read from the window's index (two index probes, no scan)."""
+    found = await conn.fetchrow(
+        f"""SELECT
+            (SELECT min(created_at) FROM {table}
+                WHERE {rows} AND created_at >= $2 AND created_at <= $3),
+            (SELECT min(created_at) FROM {table} WHERE {rows} AND created_at > $3)""",
+        *args,
+    )
+    assert found is not None
+    return computed_time(found[0]), computed_time(found[1])
 
 
 @dataclass
@@ -244,6 +277,15 @@ async def list_stats_records(
         )
         for stats_id, created, updated, deleted, environment, *values_and_run_id, _total in rows
     ]
+
+
+async def stats_record_times(
+    conn: Connection, stats: StatsTable, environment_id: str, start: datetime, end: datetime
+) -> tuple[datetime | None, datetime | None]:
+    """The earliest creation time of the records `list_stats_records` reads in the window,
+    and the earliest after it."""
+    rows = f"{stats.id_column} = $1 AND deleted_at IS NULL"
+    return await first_times(conn, stats.table, rows, [environment_id.upper(), start, end])
 
 
 async def insert_stats_record(

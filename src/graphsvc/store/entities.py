@@ -12,7 +12,8 @@ from typing import Any, Literal
 import msgspec
 
 from graphsvc import wire
-from graphsvc.store.db import Connection, in_list, list_param
+from graphsvc.store.db import Connection
+from graphsvc.store.dialect import in_list, list_param
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.label"}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from graphsvc.store.db import like_pattern
+from graphsvc.store.dialect import like_pattern
 
 Operator = Literal["eq", "neq", "gt", "gte", "lt", "lte", "~eq"]
 OPERATORS: tuple[Operator, ...] = ("eq", "neq", "gt", "gte", "lt", "lte", "~eq")

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from graphsvc.store.db import (
-    Connection,
-    Row,
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import (
     encode_json,
     in_list,
     json_property_equals,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphsvc.store.db import DATABASE_ERRORS, Connection, create_private_file, sqlalchemy_url
+from graphsvc.store.db import DATABASE_ERRORS, Connection, sqlalchemy_url
+from graphsvc.store.sqlite import create_private_file
 
 if TYPE_CHECKING:
     from alembic.config import Config

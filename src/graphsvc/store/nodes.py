@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from graphsvc.store.db import Connection, like_pattern
+from graphsvc.store.db import Connection
+from graphsvc.store.dialect import like_pattern
 from graphsvc.store.paging import fetch_page
 
 

@@ -8,14 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import (
-    Connection,
-    Row,
-    in_list,
-    json_property_equals,
-    json_value_param,
-    list_param,
-)
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import in_list, json_property_equals, json_value_param, list_param
 
 # Rows read per statement while building the path index (bounds the rows held at once).
 EDGE_CHUNK = 50_000

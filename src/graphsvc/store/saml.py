@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store.db import Connection, Row, in_list, list_param
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import in_list, list_param
 
 
 @dataclass

@@ -11,7 +11,8 @@ containers and GPOs above tier zero that the reference also tags are not marked 
 
 from __future__ import annotations
 
-from graphsvc.store.db import Connection, json_text
+from graphsvc.store.db import Connection
+from graphsvc.store.dialect import json_text
 
 # Enterprise Domain Controllers, Administrator, Domain Admins, Domain Controllers, Schema
 # Admins, Enterprise Admins, Key Admins, Enterprise Key Admins, BUILTIN Administrators,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from graphsvc.store.db import Connection, Row, in_list, list_param
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import in_list, list_param, row_lock
 from graphsvc.store.filters import EQUALITY, RANGE, Filter, FilterColumn, filter_conditions
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
@@ -120,7 +121,7 @@ async def insert_job(conn: Connection, user_id: str, now: datetime) -> JobRow:
 async def find_job(conn: Connection, job_id: int, lock: bool = False) -> JobRow | None:
     """A job; with `lock`, its row stays locked to this transaction on PostgreSQL (SQLite's
     write transaction already excludes every other writer)."""
-    suffix = " FOR UPDATE" if lock and conn.dialect == "postgresql" else ""
+    suffix = row_lock(conn.dialect, "FOR UPDATE") if lock else ""
     r = await conn.fetchrow(
         f"SELECT {JOB_COLUMNS} FROM file_upload_jobs WHERE id = $1{suffix}", job_id
     )

@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import socket
-import sqlite3
 import tempfile
 import threading
 import time
@@ -45,6 +44,7 @@ from graphsvc.store.db import (
     Database,
     create_database,
     is_store_busy,
+    is_store_full,
     run_in_transaction,
 )
 from graphsvc.uploads.jobs import free_name
@@ -299,11 +299,10 @@ class JobIngester:
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """Whether a write found the disk full: the job's folder, or SQLite's store or its
-    temporary files (SQLITE_FULL)."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    """Whether a write found the disk full: the job's folder, or the store."""
+    return is_store_full(exc) or (
+        isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
 
 
 async def zip_names(conn: Connection, job_id: int) -> set[str]:

@@ -1,6 +1,6 @@
 """The store's data version: one row that every write transaction which can change an answer
-moves forward as it commits (by a random step, store/db.py), so that a server can tell that
-its cached answers, and the ETags it gave out, still hold by reading one value.
+moves forward as it commits (by a random step, store/data_version.py), so that a server can
+tell that its cached answers, and the ETags it gave out, still hold by reading one value.
 
 It starts at a random value: a store made again from nothing must not count through values
 that clients of the one before may still hold in their ETags.

@@ -8,7 +8,7 @@ key and no `created_at`, and its ingest took 67 s instead of 75 s. The run's id 
 the API and the statistics show; `ingest_runs.number` is the key the graph keeps.
 
 Numbers come from the sequence `ingest_run_number` on PostgreSQL (concurrent ingests never
-share one) and from the largest stored number on SQLite (store/db.py `next_number`). A node
+share one) and from the largest stored number on SQLite (store/dialect.py `next_number`). A node
 or edge whose run has no record (none should exist) gets 0, so that it still counts as
 collected.
 
