@@ -1,10 +1,12 @@
 """The operations table: every route of the API in one place. The router and the OpenAPI
 document are both built from it, so adding or changing an operation touches one entry.
 
-An operation that takes either kind of credentials ("any") is served by the app: it
-authenticates the caller, checks the permission (if any) and the edition, applies the
-`Prefer` timeout, decodes the body, parses the parameters and calls the handler, a service
-function, with a connection (in a write transaction for `writes`) and the parsed values.
+An operation that takes either kind of credentials ("any") is served by the read path
+(api/reads.py) or, when it writes or uploads, the write path (api/writes.py): each
+authenticates the caller, checks the edition, the permission and the parameters
+(api/admission.py), applies the `Prefer` timeout, decodes the body and calls the handler, a
+service function, with a connection (in a write transaction for `writes`) and the parsed
+values.
 The others take the request itself and answer it (login, logout, health, this document).
 """
 
