@@ -367,6 +367,18 @@ def test_a_window_that_ends_now_is_kept_its_bounds_filled_per_answer(
     assert audit.headers["etag"] == content_etag(audit.content)
 
 
+def test_a_kept_window_fills_its_bounds_whatever_start_was_asked(env: Env) -> None:
+    """The bounds of a kept window are found by their names: a start asked for that is the
+    time the kept bytes mark the end with changes neither bound."""
+    marked_end = "0001-01-01T00:00:00.000002Z"
+    uri = f"{MOVING_WINDOWS[0]}&start={marked_end}"
+    for _ in range(2):  # made, then kept
+        body = env.get(uri).json()
+        assert body["start"] == marked_end, body
+        end = datetime.fromisoformat(body["end"])
+        assert abs(end - datetime.now(UTC)) < timedelta(seconds=30), body
+
+
 def test_a_kept_window_is_made_again_when_a_record_enters_or_leaves_it(env: Env) -> None:
     """A kept window's records are read again when, as the window moves, the end reaches a
     record (one created ahead of the clock) or the start passes one; not before."""

@@ -48,10 +48,15 @@ CACHE_CONTROL = "private, no-cache"  # a client may keep it, but must ask (If-No
 # 64 + 56 + 83 + 28 + about 100 for the OrderedDict's slot and link).
 ENTRY_OVERHEAD_BYTES = 400
 encode_key = msgspec.json.Encoder().encode
-# Where a window's moving bounds sit in the encoded answer: two times no record can have
-# (years before any collector), the start before the end (the wire shapes' field order).
-START_MARK = datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
-END_MARK = datetime(1, 1, 1, 0, 0, 0, 2, tzinfo=UTC)
+# Where a window's moving bounds sit in the encoded answer: each field with a time no record
+# can have (years before any collector), found with its name, since a client may ask for
+# any start; the start before the end (the wire shapes' field order).
+MARKED_START = datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
+MARKED_END = datetime(1, 1, 1, 0, 0, 0, 2, tzinfo=UTC)
+START_FIELD = b'"start":'
+END_FIELD = b'"end":'
+START_MARK = START_FIELD + encode(MARKED_START)
+END_MARK = END_FIELD + encode(MARKED_END)
 
 
 class MovingWindow(NamedTuple):
@@ -63,13 +68,12 @@ class MovingWindow(NamedTuple):
     until: datetime  # when a record can enter or leave the window: made again from then on
 
     def body(self, now: datetime) -> bytes:
-        end = encode(now)
+        end = END_FIELD + encode(now)
         if self.start_follows_by is None:
             return end.join(self.pieces)
         before_start, before_end, after_end = self.pieces
-        return b"".join(
-            (before_start, encode(now - self.start_follows_by), before_end, end, after_end)
-        )
+        start = START_FIELD + encode(now - self.start_follows_by)
+        return b"".join((before_start, start, before_end, end, after_end))
 
 
 class Answer(NamedTuple):
@@ -174,15 +178,15 @@ def keep_answer(
     if until is None:
         return None
     follows_by = window.start_follows_by
-    marked = msgspec.structs.replace(
-        answer, end=END_MARK, **({} if follows_by is None else {"start": START_MARK})
-    )
-    records = encode(marked)
+    marks = {"end": MARKED_END}
+    if follows_by is not None:
+        marks["start"] = MARKED_START
+    records = encode(msgspec.structs.replace(answer, **marks))
     if follows_by is None:
-        pieces = tuple(records.split(encode(END_MARK), 1))
+        pieces = tuple(records.split(END_MARK, 1))
     else:
-        before_start, rest = records.split(encode(START_MARK), 1)
-        pieces = (before_start, *rest.split(encode(END_MARK), 1))
+        before_start, rest = records.split(START_MARK, 1)
+        pieces = (before_start, *rest.split(END_MARK, 1))
     return Answer(records_etag(key, records, salt), b"", MovingWindow(pieces, follows_by, until))
 
 
