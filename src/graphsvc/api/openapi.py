@@ -52,7 +52,10 @@ IF_NONE_MATCH = {
 }
 ANSWER_HEADERS = {
     "ETag": {
-        "description": "Strong: names this answer while the data behind it is unchanged",
+        "description": (
+            "Names this answer while the data behind it is unchanged: strong, but weak (W/) "
+            "for a statistics window that ends now, where it names the records"
+        ),
         "schema": {"type": "string"},
     },
     "Cache-Control": {"schema": {"type": "string", "const": "private, no-cache"}},
