@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import io
+import json
 import logging
 import os
 import re
@@ -27,11 +29,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import argon2
 import asyncpg
+import fastjsonschema
 import httpx2 as httpx
 import pytest
 from click.testing import CliRunner, Result
 from coredis import Redis
-from jsonschema import Draft202012Validator
 from playwright.sync_api import Browser, sync_playwright
 from starlette.testclient import TestClient
 
@@ -287,7 +289,9 @@ class Templates:
     def postgres_copy(self, kind: str = "schema") -> str:
         template = self.postgres_template(kind)
         name = f"graphsvc_t_{os.getpid()}_{uuid.uuid4().hex[:10]}"
-        asyncio.run(admin_sql(f"CREATE DATABASE {name} TEMPLATE {template}"))
+        # FILE_COPY: 0.12 s a copy and 0.08 s its drop, against 0.39 s and 0.15 s for the
+        # default WAL_LOG, measured on the schema template (the suite makes hundreds).
+        asyncio.run(admin_sql(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY"))
         self.created.append(name)
         return with_database(POSTGRES_URL, name)
 
@@ -438,14 +442,35 @@ def check_against_openapi(method: str, path: str, response: httpx.Response) -> N
     ), sent_type
     if media_type != "application/json":  # the metrics' text, a page: no JSON to validate
         return
-    schema = {**content["schema"], "components": OPENAPI["components"]}
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    errors = [
-        f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())
-    ]
-    assert not errors, (
-        f"{method} {path} {response.status_code} breaks the OpenAPI document: {errors}"
+    try:
+        compiled_schema(json.dumps(content["schema"], sort_keys=True))(response.json())
+    except fastjsonschema.JsonSchemaValueException as error:
+        raise AssertionError(
+            f"{method} {path} {response.status_code} breaks the OpenAPI document: {error}"
+        ) from None
+
+
+# jsonschema took 22.7 ms to validate a list of 200 entities and fastjsonschema 1.0 ms: every
+# response of the suite is validated, a third of the time of the tests that list most.
+# The document's keywords are all draft 7's (fastjsonschema's); its formats as jsonschema's
+# format checker read them (int32, int64 and binary: not checked).
+FORMATS: dict[str, Any] = {
+    "uuid": r"^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$",
+    "int32": "",
+    "int64": "",
+    "binary": "",
+}
+
+
+@functools.cache
+def compiled_schema(schema: str) -> Callable[[Any], Any]:
+    """A validator of one documented schema (as JSON), compiled once a test process."""
+    validate: Callable[[Any], Any] = fastjsonschema.compile(
+        {**json.loads(schema), "components": OPENAPI["components"]},
+        formats=FORMATS,
+        use_default=False,
     )
+    return validate
 
 
 # --- the environment a test drives --------------------------------------------------------

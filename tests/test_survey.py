@@ -133,7 +133,7 @@ def check(text: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(
-    max_examples=400,
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -160,7 +160,7 @@ def plain_at_top(document: Any) -> bool:
     return plain and all(isinstance(v, dict | list) for v in named)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=st.one_of(st.dictionaries(st.sampled_from(KEYS), values), st.lists(values)))
 def test_the_fast_pass_answers_well_formed_documents_within_the_limits(document: Any) -> None:
     """Completeness, the other half: the fast pass vouches for what it can, escapes and
