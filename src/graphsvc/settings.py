@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     audit_retention_days: int = Field(365, ge=1, le=36500)
     """Audit events older than this are deleted, at the next change that is audited."""
 
+    cypher_max_rows: int = Field(100_000, ge=1)
+    """Most rows a Cypher query may answer with or hold to sort, group or deduplicate (a 413)."""
+
+    cypher_max_paths: int = Field(10_000, ge=1)
+    """Most paths a Cypher shortest-path pattern may find in one query (a 413)."""
+
     path_index_dir: Path | None = None
     """The shortest-path index's folder, the service user's alone; default data_dir/path-index."""
 

@@ -121,6 +121,8 @@ class AnswerKeys:
             context.append(request.caller.principal.user_id)
         if op.operation_id in self.per_base_url:
             context.append(request.base_url())
+        if op.request_body is not None:  # a read asked with a body: its bytes, as sent
+            context.append(request.received_body().decode("latin-1"))
         return make_key(op.operation_id, request.path_params, request.query, context)
 
 

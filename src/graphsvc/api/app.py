@@ -51,6 +51,8 @@ from graphsvc.api.web import (
 from graphsvc.api.writes import Writes
 from graphsvc.console.assets import load_console_files
 from graphsvc.crypto import KeyBox
+from graphsvc.cypher.graph import NodeTables
+from graphsvc.cypher.service import CypherEngine, cypher_caps
 from graphsvc.errors import ApiError
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
@@ -95,6 +97,7 @@ class App:
         self.request_lines = RequestLines(settings, self.metrics)
         self.ingester: JobIngester | None = None  # started with the app, when configured
         self.last_access = LastAccess(self.db)
+        paths = PathIndex(self.db, settings.resolved_path_index_folder())
         self.context = Context(
             settings,
             self.db,
@@ -105,7 +108,8 @@ class App:
                 login_failure_windows(settings.login_failures_per_minute), settings.redis_url
             ),
             asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
-            PathIndex(self.db, settings.resolved_path_index_folder()),
+            paths,
+            CypherEngine(paths, NodeTables(), cypher_caps(settings)),
             load_console_files() if settings.console == "on" else None,
         )
         admission = Admission(settings, self.auth, self.context, OPERATIONS)

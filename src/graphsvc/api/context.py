@@ -11,6 +11,7 @@ from graphsvc.api.metrics import Metrics
 from graphsvc.api.ratelimit import RateLimiter
 from graphsvc.console.assets import ConsoleFiles
 from graphsvc.crypto import KeyBox
+from graphsvc.cypher.service import CypherEngine
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
 from graphsvc.store.db import Database
@@ -28,6 +29,7 @@ class Context:
     login_failures: RateLimiter  # counted per user name and per address
     password_checks: asyncio.Semaphore  # how many run at once
     paths: PathIndex  # the process's shortest-path index, built on first use
+    cypher: CypherEngine  # what Cypher queries run on: the path index and the node table
     console: ConsoleFiles | None  # the web console's files; None when it is off
 
     @property

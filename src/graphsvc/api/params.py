@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from graphsvc.accounts.permissions import CredentialCache
 from graphsvc.api.web import Query, Request
 from graphsvc.crypto import KeyBox
+from graphsvc.cypher.service import CypherEngine
 from graphsvc.errors import bad_request
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
@@ -202,6 +203,8 @@ class Services(Protocol):
     def auth(self) -> CredentialCache: ...
     @property
     def paths(self) -> PathIndex: ...
+    @property
+    def cypher(self) -> CypherEngine: ...
 
 
 class Parameter(Protocol):
@@ -570,6 +573,19 @@ class ThePathIndex:
 
     def parse(self, request: Request, app: Services) -> PathIndex:
         return app.paths
+
+    def document(self) -> list[Document]:
+        return []
+
+
+@dataclass(frozen=True)
+class TheCypherEngine:
+    """Not a parameter the client sends: what the process runs Cypher queries on."""
+
+    argument: str = "engine"
+
+    def parse(self, request: Request, app: Services) -> CypherEngine:
+        return app.cypher
 
     def document(self) -> list[Document]:
         return []

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from graphsvc.api.admission import Admission, refuse_expired_secret
 from graphsvc.api.answers import (
     CACHE_CONTROL,
@@ -87,6 +89,12 @@ class Reads:
         self.answers = answers
         self.keys = AnswerKeys(settings, ops)
         self.etag_salt = etag_salt(settings.edition)
+        # The reads asked with a body (a Cypher query): its decoder, by operation.
+        self.decoders = {
+            op.operation_id: msgspec.json.Decoder(op.request_body)
+            for op in ops
+            if op.request_body is not None
+        }
         # The reads `answer_at_once` may answer: not those whose answer is the caller's own
         # (the key needs the caller, and these are seldom asked twice).
         self.at_once = {
@@ -154,7 +162,8 @@ class Reads:
         if_none_match = request.headers.get("if-none-match")
         if read.version is not None:
             self.metrics.count_answer_lookup(hit=False)
-        made = await self.admission.run(op, conn, request, read.arguments, None)
+        decoder = self.decoders.get(op.operation_id)
+        made = await self.admission.run(op, conn, request, read.arguments, decoder)
         answer = None
         if read.version is not None and read.key is not None:
             window = request.window_ending_now

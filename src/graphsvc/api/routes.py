@@ -53,6 +53,7 @@ from graphsvc.api.params import (
     QueryText,
     Sorting,
     TheCaller,
+    TheCypherEngine,
     ThePathIndex,
     TimeWindow,
     TokenCache,
@@ -69,6 +70,7 @@ from graphsvc.api.probes import (
     serve_openapi,
 )
 from graphsvc.console import assets as console_assets
+from graphsvc.cypher import service as cypher
 from graphsvc.graph import clients, data_quality, extensions, nodes, paths
 from graphsvc.graph.entities import (
     ENTITY_KINDS,
@@ -650,6 +652,21 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             ThePathIndex(),
         ),
+    ),
+    Operation(
+        "POST",
+        f"{V2}/graphs/cypher",
+        "RunCypherQuery",
+        "Run a read-only Cypher query on the graph; its nodes, relationships and paths as one "
+        "graph, its other values as literals (docs/cypher.md: the language, the caps)",
+        cypher.cypher_query,
+        wire.CypherResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(TheCypherEngine(),),
+        request_body=wire.CypherQueryRequest,
+        # A query with a long list of object ids as a parameter outgrows the 16 KiB default.
+        max_body_bytes=1024 * 1024,
     ),
     Operation(
         "GET",

@@ -98,6 +98,11 @@ class Request:
             "transfer-encoding" not in self.headers
         )
 
+    def received_body(self) -> bytes:
+        """The body, once `body` has read it."""
+        assert self._body is not None, "the body is read before it is used"
+        return self._body
+
     async def body(self) -> bytes:
         """The whole body, read as it arrives (see `chunks`)."""
         if self._body is None:

@@ -350,6 +350,7 @@ COMMAND_MODULES = {
     "find": "graphsvc.cli.data",
     "path": "graphsvc.cli.data",
     "exposure": "graphsvc.cli.data",
+    "query": "graphsvc.cli.query",
     "domains": "graphsvc.cli.data",
     "user": "graphsvc.cli.accounts",
     "token": "graphsvc.cli.accounts",

@@ -73,6 +73,14 @@ from graphsvc.wire.common import (
     null_time,
     null_uuid,
 )
+from graphsvc.wire.cypher import (
+    CypherEdge,
+    CypherGraph,
+    CypherLiteral,
+    CypherNode,
+    CypherQueryRequest,
+    CypherResponse,
+)
 from graphsvc.wire.data_quality import (
     ADDomainStats,
     AzureTenantStats,
@@ -157,6 +165,12 @@ __all__ = [
     "Count",
     "CreateTokenRequest",
     "CreateUserRequest",
+    "CypherEdge",
+    "CypherGraph",
+    "CypherLiteral",
+    "CypherNode",
+    "CypherQueryRequest",
+    "CypherResponse",
     "DataQualityAggregation",
     "DomainReference",
     "DomainResult",

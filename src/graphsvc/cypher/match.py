@@ -1,0 +1,439 @@
+"""Patterns matched on the graph: MATCH's, a WHERE's pattern predicates and pattern
+comprehensions share `compile_pattern`.
+
+A pattern is walked from one of its nodes (`choose_start`: a node already bound, else one
+found by its object id or name, else the one whose labels have the fewest nodes) outwards,
+one relationship at a time along the index's adjacency; a variable-length relationship is
+walked depth first as a trail (no relationship twice, as Cypher matches), a shortest path
+breadth first. Every relationship of one MATCH is distinct (`USED`). The WHERE's conjuncts
+are tested as soon as their variables are bound, so that a filter on the first node prunes
+before any walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from graphsvc.cypher import syntax
+from graphsvc.cypher.errors import semantic_error
+from graphsvc.cypher.values import Node, Path, Rel, equals
+
+if TYPE_CHECKING:
+    from graphsvc.cypher.expressions import Compiler
+
+Row = dict[str, Any]
+Matches = Callable[[Row], Iterator[Row]]
+HIDDEN = "\x00"  # the prefix of the names a match keeps in a row while it is made
+MATCH_STATE = ("\x00node", "\x00rels")  # those kept only while one pattern is matched
+USED = "\x00used"  # a row's relationships matched so far by its MATCH (kept to its end)
+
+
+def pattern_variables(pattern: syntax.PatternPath) -> frozenset[str]:
+    names = {e.variable for e in pattern.elements if e.variable is not None}
+    if pattern.variable is not None:
+        names.add(pattern.variable)
+    return frozenset(names)
+
+
+def free_variables(expr: syntax.Expr) -> frozenset[str]:
+    from graphsvc.cypher.expressions import walk
+
+    return frozenset(e.name for e in walk(expr) if isinstance(e, syntax.Variable))
+
+
+@dataclass
+class Conjunct:
+    """One AND-ed part of a WHERE, and the variables it needs bound."""
+
+    test: Callable[[Row], bool]
+    needs: frozenset[str]
+
+
+def split_conjuncts(expr: syntax.Expr | None) -> list[syntax.Expr]:
+    if expr is None:
+        return []
+    if isinstance(expr, syntax.Binary) and expr.op == "and":
+        return split_conjuncts(expr.left) + split_conjuncts(expr.right)
+    return [expr]
+
+
+class NodeTest:
+    """What a node pattern asks of the node bound to it: labels, inline properties, and
+    being the node already bound to its variable."""
+
+    def __init__(
+        self, compiler: Compiler, pattern: syntax.NodePattern, scope: frozenset[str]
+    ) -> None:
+        self.variable = pattern.variable
+        self.labels = pattern.labels
+        self.properties = (
+            compiler.compile(pattern.properties, scope) if pattern.properties is not None else None
+        )
+        self.graph = compiler.run.graph
+
+    def accepts(self, node: int, row: Row) -> bool:
+        nodes = self.graph.nodes
+        if self.labels:
+            held = nodes.labels(node)
+            if not all(label in held for label in self.labels):
+                return False
+        if self.properties is not None:
+            wanted = self.properties(row)
+            held_properties = nodes.properties(node)
+            for key, value in (wanted or {}).items():
+                if equals(held_properties.get(key), value) is not True:
+                    return False
+        if self.variable is not None and self.variable in row:
+            bound = row[self.variable]
+            return isinstance(bound, Node) and bound.id == node
+        return True
+
+
+class RelTest:
+    """What a relationship pattern asks: its kinds, direction, properties and length."""
+
+    def __init__(
+        self, compiler: Compiler, pattern: syntax.RelationshipPattern, scope: frozenset[str]
+    ) -> None:
+        graph = compiler.run.graph
+        self.variable = pattern.variable
+        self.direction = pattern.direction
+        self.length = pattern.length
+        kinds = [graph.kind_id(t) for t in expand_macros(pattern.types)]
+        self.kinds: frozenset[int] | None = (
+            frozenset(k for k in kinds if k is not None) if pattern.types else None
+        )
+        self.properties = (
+            compiler.compile(pattern.properties, scope) if pattern.properties is not None else None
+        )
+        self.graph = graph
+
+    def steps(self, node: int, reverse: bool) -> Iterator[tuple[int, Rel]]:
+        """Each relationship the pattern allows at `node` and its far end; `reverse`: walking
+        the pattern from its right to its left."""
+        direction = self.direction
+        if reverse and direction != "both":
+            direction = "in" if direction == "out" else "out"
+        kinds = self.kinds
+        if direction in ("out", "both"):
+            others, found = self.graph.out_edges(node)
+            for other, kind in zip(others.tolist(), found.tolist(), strict=True):
+                if kinds is None or kind in kinds:
+                    yield other, Rel(node, kind, other)
+        if direction in ("in", "both"):
+            others, found = self.graph.in_edges(node)
+            for other, kind in zip(others.tolist(), found.tolist(), strict=True):
+                if kinds is None or kind in kinds:
+                    yield other, Rel(other, kind, node)
+
+    def accepts(self, rel: Rel, row: Row) -> bool:
+        if self.properties is None:
+            return True
+        wanted = self.properties(row) or {}
+        held = self.graph.rel_properties(rel.start, rel.kind, rel.end)
+        return all(equals(held.get(k), v) is True for k, v in wanted.items())
+
+
+def expand_macros(types: tuple[str, ...]) -> tuple[str, ...]:
+    """The reference's kind macros, each the list of traversable kinds it names; as the
+    reference does, a macro replaces the whole list it is in."""
+    from graphsvc.cypher.kinds import MACROS
+
+    for name in types:
+        if name in MACROS:
+            return MACROS[name]
+    return types
+
+
+def compile_pattern(
+    compiler: Compiler,
+    pattern: syntax.PatternPath,
+    scope: frozenset[str],
+    conjuncts: list[Conjunct] | None,
+) -> Matches:
+    """A function from a row to the rows extending it with each match of the pattern.
+    `conjuncts` are the WHERE parts to test as their variables are bound (they are removed
+    from the list as they are placed)."""
+    inner = scope | pattern_variables(pattern)
+    elements = pattern.elements
+    node_tests = [NodeTest(compiler, e, inner) for e in elements[0::2]]  # type: ignore[arg-type]
+    rel_tests = [RelTest(compiler, e, inner) for e in elements[1::2]]  # type: ignore[arg-type]
+    for _test, element in zip(rel_tests, elements[1::2], strict=True):
+        if element.variable is not None and element.variable in scope:
+            raise semantic_error(
+                element.at,
+                f"relationship variable `{element.variable}` is already bound: "
+                "a pattern cannot match a bound relationship again",
+            )
+    if pattern.shortest is not None:
+        return compile_shortest(compiler, pattern, scope, node_tests, rel_tests, conjuncts)
+
+    start = choose_start(compiler, pattern, scope, node_tests)
+    # The order nodes are bound in: from the start rightwards, then leftwards.
+    order = [(i, i - 1, False) for i in range(start + 1, len(node_tests))]
+    order += [(i, i, True) for i in range(start - 1, -1, -1)]
+    bound_after: list[frozenset[str]] = []
+    names = set(scope)
+    for position in [start] + [i for i, _, _ in order]:
+        if node_tests[position].variable is not None:
+            names.add(node_tests[position].variable)  # type: ignore[arg-type]
+        if position != start:
+            step = next(o for o in order if o[0] == position)
+            if rel_tests[step[1]].variable is not None:
+                names.add(rel_tests[step[1]].variable)  # type: ignore[arg-type]
+        bound_after.append(frozenset(names))
+    bound_after[-1] = bound_after[-1] | ({pattern.variable} if pattern.variable else set())
+    placed: list[list[Conjunct]] = [[] for _ in bound_after]
+    for conjunct in list(conjuncts or []):
+        for level, bound in enumerate(bound_after):
+            if conjunct.needs <= bound:
+                placed[level].append(conjunct)
+                assert conjuncts is not None
+                conjuncts.remove(conjunct)
+                break
+    candidates = start_candidates(compiler, node_tests[start])
+    run = compiler.run
+    start_test = node_tests[start]
+
+    def extend(row: Row, level: int) -> Iterator[Row]:
+        if level == len(order):
+            if pattern.variable is not None:
+                row = {**row, pattern.variable: path_of(row, len(node_tests))}
+            yield {k: v for k, v in row.items() if not k.startswith(MATCH_STATE)}
+            return
+        position, rel_index, reverse = order[level]
+        here = row[f"{HIDDEN}node{position + 1 if reverse else position - 1}"]
+        test_node, test_rel = node_tests[position], rel_tests[rel_index]
+        used = row.get(USED, frozenset())
+        for far, walked in walk_relationship(run, test_rel, here, reverse, used, row):
+            if not test_node.accepts(far, row):
+                continue
+            rels = tuple(reversed(walked)) if reverse else walked  # left to right
+            grown = {
+                **row,
+                f"{HIDDEN}node{position}": far,
+                f"{HIDDEN}rels{rel_index}": rels,
+                USED: used.union(rels),
+            }
+            if test_node.variable is not None:
+                grown[test_node.variable] = Node(far)
+            if test_rel.variable is not None:
+                grown[test_rel.variable] = rels[0] if test_rel.length is None else list(rels)
+            if all(c.test(grown) for c in placed[level + 1]):
+                yield from extend(grown, level + 1)
+
+    def matches(row: Row) -> Iterator[Row]:
+        if start_test.variable is not None and start_test.variable in row:
+            bound = row[start_test.variable]
+            if bound is None:
+                return
+            if not isinstance(bound, Node):
+                raise semantic_error(pattern.at, f"variable `{start_test.variable}` is not a node")
+            nodes: Any = (bound.id,)
+        else:
+            nodes = candidates
+        for node in nodes:
+            run.tick()
+            if not start_test.accepts(node, row):
+                continue
+            grown = {**row, f"{HIDDEN}node{start}": node}
+            if start_test.variable is not None:
+                grown[start_test.variable] = Node(node)
+            if all(c.test(grown) for c in placed[0]):
+                yield from extend(grown, 0)
+
+    return matches
+
+
+def path_of(row: Row, node_count: int) -> Path:
+    """The path of a match, left to right, from the nodes and relationships it bound."""
+    nodes = [row[f"{HIDDEN}node0"]]
+    rels: list[Rel] = []
+    for index in range(node_count - 1):
+        current = nodes[-1]
+        for rel in row[f"{HIDDEN}rels{index}"]:
+            current = rel.end if rel.start == current else rel.start
+            rels.append(rel)
+            nodes.append(current)
+    return Path(tuple(nodes), tuple(rels))
+
+
+def walk_relationship(
+    run: Any, test: RelTest, node: int, reverse: bool, used: frozenset[Rel], row: Row
+) -> Iterator[tuple[int, tuple[Rel, ...]]]:
+    """The far ends the relationship pattern reaches from `node`, each with the
+    relationships walked (one, or a trail for a variable length; in walking order)."""
+    if test.length is None:
+        for far, rel in test.steps(node, reverse):
+            if rel not in used and test.accepts(rel, row):
+                yield far, (rel,)
+        return
+    low, high = test.length.minimum, test.length.maximum
+    if low == 0:
+        yield node, ()
+    trail: list[Rel] = []
+    on_trail: set[Rel] = set()
+
+    def deeper(at: int) -> Iterator[tuple[int, tuple[Rel, ...]]]:
+        if high is not None and len(trail) >= high:
+            return
+        for far, rel in test.steps(at, reverse):
+            run.tick()
+            if rel in on_trail or rel in used or not test.accepts(rel, row):
+                continue
+            trail.append(rel)
+            on_trail.add(rel)
+            if len(trail) >= low:
+                yield far, tuple(trail)
+            yield from deeper(far)
+            trail.pop()
+            on_trail.discard(rel)
+
+    yield from deeper(node)
+
+
+def choose_start(
+    compiler: Compiler,
+    pattern: syntax.PatternPath,
+    scope: frozenset[str],
+    tests: list[NodeTest],
+) -> int:
+    """The node of the pattern to walk from: a bound one, else the one with the fewest
+    candidates."""
+    for position, test in enumerate(tests):
+        if test.variable is not None and test.variable in scope:
+            return position
+    sizes = [candidate_count(compiler, t) for t in tests]
+    return sizes.index(min(sizes))
+
+
+def candidate_count(compiler: Compiler, test: NodeTest) -> int:
+    nodes = compiler.run.graph.nodes
+    if not test.labels:
+        return int(nodes.ids.size)
+    return min(int(nodes.by_label.get(label, np.zeros(0)).size) for label in test.labels)
+
+
+def start_candidates(compiler: Compiler, test: NodeTest) -> Any:
+    """The nodes a start node pattern may be, before its test: those of its rarest label,
+    or every node."""
+    nodes = compiler.run.graph.nodes
+    if not test.labels:
+        return nodes.ids.tolist()
+    rarest = min(test.labels, key=lambda label: nodes.by_label.get(label, np.zeros(0)).size)
+    found = nodes.by_label.get(rarest)
+    return found.tolist() if found is not None else []
+
+
+def compile_shortest(
+    compiler: Compiler,
+    pattern: syntax.PatternPath,
+    scope: frozenset[str],
+    node_tests: list[NodeTest],
+    rel_tests: list[RelTest],
+    conjuncts: list[Conjunct] | None,
+) -> Matches:
+    """shortestPath and allShortestPaths: for each start the pattern allows, a breadth-first
+    walk to every end it allows; one path (or every shortest path) to each end reached."""
+    if len(rel_tests) != 1:
+        raise semantic_error(
+            pattern.at, "a shortest path pattern has exactly one relationship: (a)-[*]->(b)"
+        )
+    rel = rel_tests[0]
+    low = rel.length.minimum if rel.length is not None else 1
+    high = rel.length.maximum if rel.length is not None else 1
+    if low > 1:
+        raise semantic_error(pattern.at, "a shortest path's minimum length is 0 or 1")
+    first, last = node_tests
+    run = compiler.run
+    every = pattern.shortest == "all"
+    first_candidates = start_candidates(compiler, first)
+    last_candidates = start_candidates(compiler, last)
+
+    def bound_or(test: NodeTest, row: Row, candidates: Any) -> Any:
+        if test.variable is not None and test.variable in row:
+            value = row[test.variable]
+            return (value.id,) if isinstance(value, Node) else ()
+        return candidates
+
+    def matches(row: Row) -> Iterator[Row]:
+        ends = {n for n in bound_or(last, row, last_candidates) if last.accepts(n, row)}
+        if not ends:
+            return
+        produced = 0
+        for start in bound_or(first, row, first_candidates):
+            run.tick()
+            if not first.accepts(start, row):
+                continue
+            for path in shortest_paths(run, rel, start, ends, low, high, every, row):
+                produced += 1
+                if produced > run.caps.paths:
+                    raise run.too_many_paths()
+                grown = dict(row)
+                if first.variable is not None:
+                    grown[first.variable] = Node(path.nodes[0])
+                if last.variable is not None:
+                    grown[last.variable] = Node(path.nodes[-1])
+                if rel.variable is not None:
+                    grown[rel.variable] = list(path.rels)
+                if pattern.variable is not None:
+                    grown[pattern.variable] = path
+                yield grown
+
+    return matches
+
+
+def shortest_paths(
+    run: Any,
+    rel: RelTest,
+    start: int,
+    ends: set[int],
+    low: int,
+    high: int | None,
+    every: bool,
+    row: Row,
+) -> Iterator[Path]:
+    """From `start`, level by level, the shortest paths to each of `ends` it reaches."""
+    if low == 0 and start in ends:
+        yield Path((start,), ())
+    parents: dict[int, list[Rel]] = {start: []}
+    frontier = [start]
+    depth = 0
+    while frontier and (high is None or depth < high):
+        depth += 1
+        reached: dict[int, list[Rel]] = {}
+        for node in frontier:
+            for far, found in rel.steps(node, False):
+                run.tick()
+                if far in parents or not rel.accepts(found, row):
+                    continue
+                reached.setdefault(far, []).append(found)
+        parents.update(reached)
+        frontier = list(reached)
+        for end in frontier:
+            if end in ends and end != start:
+                yield from paths_back(run, parents, start, end, every)
+
+
+def paths_back(
+    run: Any, parents: dict[int, list[Rel]], start: int, end: int, every: bool
+) -> Iterator[Path]:
+    """The shortest paths from start to end, walked back along the parents (one, or all)."""
+
+    def back(node: int) -> Iterator[tuple[list[int], list[Rel]]]:
+        if node == start:
+            yield [start], []
+            return
+        choices = parents[node] if every else parents[node][:1]
+        for rel in choices:
+            run.tick()
+            previous = rel.start if rel.end == node else rel.end
+            for nodes, rels in back(previous):
+                yield [*nodes, node], [*rels, rel]
+
+    for nodes, rels in back(end):
+        yield Path(tuple(nodes), tuple(rels))

@@ -1,0 +1,64 @@
+"""What Cypher queries read beyond the path index (cypher/graph.py): every node's labels and
+properties, in chunks, and the properties of relationships."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import in_list, list_param
+
+# Rows read per statement while the node table is built (bounds the rows held at once).
+NODE_CHUNK = 20_000
+EDGE_CHUNK = 50_000
+
+
+async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
+    """Every node as rows of (id, object id, name, kinds as JSON text, properties as JSON
+    text, updated_at, whether it is in a domain's tier zero), in chunks, by id."""
+    last = 0
+    while True:
+        rows = await conn.fetch(
+            """SELECT n.id, n.object_id, n.name, n.kinds, n.properties, n.updated_at,
+                EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
+            FROM nodes n WHERE n.id > $1 ORDER BY n.id LIMIT $2""",
+            last,
+            NODE_CHUNK,
+        )
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield rows
+
+
+async def read_edge_property_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
+    """Every edge as rows of (id, start id, end id, kind id, properties as JSON text,
+    updated_at), in chunks, by id."""
+    last = 0
+    while True:
+        rows = await conn.fetch(
+            """SELECT id, start_id, end_id, kind_id, properties, updated_at FROM edges
+            WHERE id > $1 ORDER BY id LIMIT $2""",
+            last,
+            EDGE_CHUNK,
+        )
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield rows
+
+
+async def read_edges_between(
+    conn: Connection, node_ids: Sequence[int]
+) -> dict[tuple[int, int, int], tuple[str, datetime]]:
+    """(start, kind, end) -> (properties as JSON text, updated_at) of the edges between
+    these nodes."""
+    ids = list_param(conn.dialect, node_ids)
+    rows = await conn.fetch(
+        f"""SELECT start_id, kind_id, end_id, properties, updated_at FROM edges
+        WHERE {in_list(conn.dialect, "start_id", "$1", "bigint")}
+            AND {in_list(conn.dialect, "end_id", "$1", "bigint")}""",
+        ids,
+    )
+    return {(r[0], r[1], r[2]): (r[3], r[4]) for r in rows}
