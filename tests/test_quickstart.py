@@ -140,13 +140,26 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     finding = "\n".join(readme_commands("Find the ids to ask for"))
     tokens = "\n".join(readme_commands("Accounts, tokens and permissions"))
     uploading = "\n".join(readme_commands("Upload from another machine"))
+    asking = "\n".join(readme_commands("Ask in Cypher"))
     marker, uploaded = "echo @@README@@", "echo @@UPLOAD@@"
+    asked = f"echo @@CYPHER@@\n{asking}\necho @@CYPHER@@"
     printed, said = play_quickstart(
-        folder, {}, "\n".join([operations, marker, finding, tokens, uploaded, uploading])
+        folder, {}, "\n".join([operations, marker, finding, asked, tokens, uploaded, uploading])
     )
     assert_all_succeeded(printed)
     examples, found = said.split("@@README@@\n")
     found, upload_result = found.split("@@UPLOAD@@\n")
+    before, cypher, after = found.split("@@CYPHER@@\n")
+    found = before + after
+    # The README's Cypher examples, as it shows their answers.
+    kerberoastable = "ADMINISTRATOR@PHANTOM.CORP\nSVC_KERB_DEL@PHANTOM.CORP\n(2 rows)"
+    assert kerberoastable in cypher and "NOPREAUTH@PHANTOM.CORP\n(1 row)" in cypher, cypher
+    assert "-[HasSession]-> ADMINISTRATOR@PHANTOM.CORP -[MemberOf]-> DOMAIN ADMINS" in cypher
+    answer = json.loads(cypher.strip().splitlines()[-1])
+    assert {v["value"] for v in answer["data"]["literals"]} == {
+        "ADMINISTRATOR@PHANTOM.CORP",
+        "SVC_KERB_DEL@PHANTOM.CORP",
+    }
     job = json.loads(upload_result.splitlines()[-1])
     assert job["status"] == 2 and job["run_id"], job
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]
