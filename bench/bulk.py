@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -72,9 +72,11 @@ async def bulk_insert_graph(
     edges: Iterable[tuple[int, int, str]],
     environment_id: str,
     now: datetime,
+    properties: Callable[[int, str, str], dict[str, Any]] | None = None,
 ) -> tuple[int, int]:
     """Append a whole graph to the store, for benchmarks at scale: nodes as (id, object id,
-    name, label), edges as (start id, end id, kind), ids counting from 1 within the graph.
+    name, label), edges as (start id, end id, kind), ids counting from 1 within the graph;
+    each node's properties from `properties(id, label, name)` (default: its name only).
     The object ids must be new to the store. Returns the numbers of nodes and edges added."""
     offset = int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM nodes"))
     kind_ids: dict[str, int] = {}
@@ -95,7 +97,7 @@ async def bulk_insert_graph(
                 name,
                 label,
                 json.dumps([label, "Base"]),
-                json.dumps({"name": name}),
+                json.dumps(properties(node_id, label, name) if properties else {"name": name}),
                 environment_id,
                 now,
                 now,

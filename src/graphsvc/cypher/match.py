@@ -63,10 +63,16 @@ def split_conjuncts(expr: syntax.Expr | None) -> list[syntax.Expr]:
 
 class NodeTest:
     """What a node pattern asks of the node bound to it: labels, inline properties, and
-    being the node already bound to its variable."""
+    being the node already bound to its variable. An inline `objectid` whose value the row
+    before the pattern gives is also how the node is found: through the index's hashes of
+    the object ids, not by testing every node."""
 
     def __init__(
-        self, compiler: Compiler, pattern: syntax.NodePattern, scope: frozenset[str]
+        self,
+        compiler: Compiler,
+        pattern: syntax.NodePattern,
+        scope: frozenset[str],
+        outer: frozenset[str],
     ) -> None:
         self.variable = pattern.variable
         self.labels = pattern.labels
@@ -74,6 +80,25 @@ class NodeTest:
             compiler.compile(pattern.properties, scope) if pattern.properties is not None else None
         )
         self.graph = compiler.run.graph
+        self.object_id: Callable[[Row], Any] | None = None
+        if isinstance(pattern.properties, syntax.MapExpr):
+            for key, value in pattern.properties.items:
+                if key == "objectid" and free_variables(value) <= outer:
+                    self.object_id = compiler.compile(value, outer)
+
+    def found(self, row: Row) -> list[int]:
+        """The node with the object id the pattern names (none, or one)."""
+        assert self.object_id is not None
+        wanted = self.object_id(row)
+        if not isinstance(wanted, str):
+            return []
+        node = self.graph.index.object_ids.find(wanted)
+        nodes = self.graph.nodes
+        return (
+            [node]
+            if node is not None and nodes.exists(node) and nodes.object_ids[node] == wanted
+            else []
+        )
 
     def accepts(self, node: int, row: Row) -> bool:
         nodes = self.graph.nodes
@@ -160,7 +185,7 @@ def compile_pattern(
     from the list as they are placed)."""
     inner = scope | pattern_variables(pattern)
     elements = pattern.elements
-    node_tests = [NodeTest(compiler, e, inner) for e in elements[0::2]]  # type: ignore[arg-type]
+    node_tests = [NodeTest(compiler, e, inner, scope) for e in elements[0::2]]  # type: ignore[arg-type]
     rel_tests = [RelTest(compiler, e, inner) for e in elements[1::2]]  # type: ignore[arg-type]
     for _test, element in zip(rel_tests, elements[1::2], strict=True):
         if element.variable is not None and element.variable in scope:
@@ -234,6 +259,8 @@ def compile_pattern(
             if not isinstance(bound, Node):
                 raise semantic_error(pattern.at, f"variable `{start_test.variable}` is not a node")
             nodes: Any = (bound.id,)
+        elif start_test.object_id is not None:
+            nodes = start_test.found(row)
         else:
             nodes = candidates
         for node in nodes:
@@ -307,6 +334,9 @@ def choose_start(
     for position, test in enumerate(tests):
         if test.variable is not None and test.variable in scope:
             return position
+    for position, test in enumerate(tests):
+        if test.object_id is not None:
+            return position
     sizes = [candidate_count(compiler, t) for t in tests]
     return sizes.index(min(sizes))
 
@@ -358,31 +388,63 @@ def compile_shortest(
         if test.variable is not None and test.variable in row:
             value = row[test.variable]
             return (value.id,) if isinstance(value, Node) else ()
+        if test.object_id is not None:
+            return test.found(row)
         return candidates
 
     def matches(row: Row) -> Iterator[Row]:
         ends = {n for n in bound_or(last, row, last_candidates) if last.accepts(n, row)}
         if not ends:
             return
-        produced = 0
-        for start in bound_or(first, row, first_candidates):
+        starts = [s for s in bound_or(first, row, first_candidates) if first.accepts(s, row)]
+        for produced, path in enumerate(all_shortest(starts, ends, row), 1):
+            if produced > run.caps.paths:
+                raise run.too_many_paths()
+            grown = dict(row)
+            if first.variable is not None:
+                grown[first.variable] = Node(path.nodes[0])
+            if last.variable is not None:
+                grown[last.variable] = Node(path.nodes[-1])
+            if rel.variable is not None:
+                grown[rel.variable] = list(path.rels)
+            if pattern.variable is not None:
+                grown[pattern.variable] = path
+            yield grown
+
+    def one_to_one(start: int, end: int) -> Iterator[Path]:
+        """The path index's search from both ends at once (graph/path_index.py), which
+        visits a fraction of what a search from the start alone does."""
+        if start == end:
+            if low == 0:
+                yield Path((start,), ())
+            return
+        index = run.graph.index
+        kinds = list(rel.kinds) if rel.kinds is not None else list(index.kind_ids.values())
+        allowed = np.zeros(max(index.kind_ids.values(), default=0) + 1, dtype=bool)
+        allowed[kinds] = True
+        parents: dict[int, list[Rel]] = {}
+        for near, far, kind in index.search(start, end, allowed):
+            parents.setdefault(far, []).append(Rel(near, kind, far))
+        for path in paths_back(run, parents, start, end, every):
+            if high is None or len(path.rels) <= high:
+                yield path
+
+    def all_shortest(starts: list[int], ends: set[int], row: Row) -> Iterator[Path]:
+        """Searched from the side with fewer nodes: from a domain's admins back to every
+        user is one search, not one a user."""
+        if len(starts) == len(ends) == 1 and rel.direction == "out" and rel.properties is None:
+            yield from one_to_one(starts[0], next(iter(ends)))
+            return
+        if len(ends) >= len(starts):
+            for start in starts:
+                run.tick()
+                yield from shortest_paths(run, rel, start, ends, low, high, every, row, False)
+            return
+        wanted = set(starts)
+        for end in ends:
             run.tick()
-            if not first.accepts(start, row):
-                continue
-            for path in shortest_paths(run, rel, start, ends, low, high, every, row):
-                produced += 1
-                if produced > run.caps.paths:
-                    raise run.too_many_paths()
-                grown = dict(row)
-                if first.variable is not None:
-                    grown[first.variable] = Node(path.nodes[0])
-                if last.variable is not None:
-                    grown[last.variable] = Node(path.nodes[-1])
-                if rel.variable is not None:
-                    grown[rel.variable] = list(path.rels)
-                if pattern.variable is not None:
-                    grown[pattern.variable] = path
-                yield grown
+            for path in shortest_paths(run, rel, end, wanted, low, high, every, row, True):
+                yield Path(path.nodes[::-1], path.rels[::-1])
 
     return matches
 
@@ -396,8 +458,11 @@ def shortest_paths(
     high: int | None,
     every: bool,
     row: Row,
+    reverse: bool,
 ) -> Iterator[Path]:
-    """From `start`, level by level, the shortest paths to each of `ends` it reaches."""
+    """From `start`, level by level, the shortest paths to each of `ends` it reaches (the
+    pattern's relationship walked against its direction when `reverse`: the paths then lead
+    from `start` back, as the caller turns them)."""
     if low == 0 and start in ends:
         yield Path((start,), ())
     parents: dict[int, list[Rel]] = {start: []}
@@ -407,7 +472,7 @@ def shortest_paths(
         depth += 1
         reached: dict[int, list[Rel]] = {}
         for node in frontier:
-            for far, found in rel.steps(node, False):
+            for far, found in rel.steps(node, reverse):
                 run.tick()
                 if far in parents or not rel.accepts(found, row):
                     continue

