@@ -299,6 +299,32 @@ def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
     console.shoot("paths")
 
 
+def test_run_a_cypher_query_from_the_list_and_typed(console: Console) -> None:
+    console.sign_in()
+    console.page.click("#nav a[data-page=cypher]")
+    console.page.click("#cypher-starters .choice >> text=Who is in Domain Admins")
+    console.page.wait_for_selector("svg.path-graph .node")
+    kinds = console.page.locator("svg.path-graph .edge").evaluate_all(
+        "edges => edges.map(e => e.dataset.kind)"
+    )
+    assert kinds and set(kinds) == {"MemberOf"}
+    names = console.page.locator("table.cypher-nodes tbody tr").all_inner_texts()
+    assert any(name.startswith("DOMAIN ADMINS@") for name in names), names
+    query = "MATCH (u:User) RETURN u.name AS name, u.enabled AS enabled ORDER BY name LIMIT 3"
+    console.page.fill("#cypher-query", query)
+    console.page.click("#cypher-form button[type=submit]")
+    console.page.wait_for_selector("table.cypher-values tbody tr")
+    headings = console.page.locator("table.cypher-values th").all_inner_texts()
+    assert headings == ["name", "enabled"]
+    rows = console.page.locator("table.cypher-values tbody tr").all_inner_texts()
+    assert len(rows) == 3 and rows == sorted(rows), rows
+    console.page.fill("#cypher-query", "MATCH (n) DETACH DELETE n")
+    console.page.click("#cypher-form button[type=submit]")
+    refused = console.page.wait_for_selector("#cypher-output .notice.error")
+    assert "updating clauses are not supported" in refused.inner_text()
+    console.shoot("cypher")
+
+
 def test_create_and_revoke_a_token(console: Console) -> None:
     console.sign_in()
     console.open("tokens", "#token-table")

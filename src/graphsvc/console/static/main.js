@@ -4,6 +4,7 @@
 
 import { ApiFailure, get, sessionToken, signIn, signOut, signedInUser, whenSignedOut } from "./api.js";
 import { clear, notice } from "./dom.js";
+import { showCypher } from "./cypher.js";
 import { showEntities } from "./entity.js";
 import { showOverview } from "./overview.js";
 import { showPaths } from "./paths.js";
@@ -16,6 +17,7 @@ const PAGES = {
   quality: showQuality,
   entity: showEntities,
   paths: showPaths,
+  cypher: showCypher,
   tokens: showTokens,
   uploads: showUploads,
 };
@@ -27,6 +29,7 @@ const NEEDS = {
   quality: "graphdb/Read",
   entity: "graphdb/Read",
   paths: "graphdb/Read",
+  cypher: "graphdb/Read",
   tokens: "auth/CreateToken",
   uploads: null,
 };
