@@ -161,6 +161,16 @@ QUERIES = [
     "RETURN null = null, null <> 1, 1 = 1.0, 'a' < 'b', [1, 2] = [1, 2], 1 IN [1, null]",
     "RETURN 2 IN [1, null], NOT null, null OR true, null AND false, 1 < 2 < 3",
     "MATCH (u:User) WHERE u.name IN $names RETURN u.name",
+    # Filters decided a whole property column at a time (cypher/match.py filter_columns).
+    "MATCH (u:User) WHERE u.name <> 1 RETURN count(u)",
+    "MATCH (u:User) WHERE u.name = 1 OR u.enabled RETURN count(u)",
+    "MATCH (u:User) WHERE 1600000000 > u.pwdlastset RETURN u.name",
+    "MATCH (u:User) WHERE u.pwdlastset >= 1579128216 AND NOT u.enabled RETURN count(u)",
+    "MATCH (u:User) WHERE u.enabled IS NULL RETURN count(u)",
+    "MATCH (n) WHERE n.name < 'D' AND n.objectid IS NOT NULL RETURN n.name",
+    "MATCH (u:User {name: 'ADMINISTRATOR@TESTLAB.LOCAL', enabled: true}) RETURN u.objectid",
+    "MATCH (c:Computer {enabled: 'true'}) RETURN count(c)",
+    "MATCH (u:User) WHERE u.enabled <> false RETURN count(u)",
 ]
 
 

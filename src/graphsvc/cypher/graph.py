@@ -57,6 +57,7 @@ class NodeTable:
     updated: list[datetime | None]
     tier_zero: npt.NDArray[np.bool_]
     parsed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    columns: dict[str, Column] = field(default_factory=dict)
 
     def exists(self, node: int) -> bool:
         return 0 <= node < len(self.names) and self.names[node] is not None
@@ -82,6 +83,69 @@ class NodeTable:
                 found["system_tags"] = TIER_ZERO_TAG
             self.parsed[node] = found
         return found
+
+    def column(self, key: str) -> Column:
+        """One property of every node, as an array by id, made when a query first filters
+        on it (one pass over the properties' JSON, kept with the table)."""
+        found = self.columns.get(key)
+        if found is not None:
+            return found
+        size = len(self.names)
+        present = np.zeros(size, dtype=bool)
+        held: list[Any] = [None] * size
+        kinds: set[str] = set()
+        for node in self.ids.tolist():
+            parsed = self.parsed.get(node)
+            if parsed is None and key not in SPECIAL_KEYS:
+                text = self.texts[node]
+                loaded = json.loads(text) if text else {}
+                value = loaded.get(key) if isinstance(loaded, dict) else None
+            else:
+                value = self.properties(node).get(key)
+            if value is None:
+                continue
+            present[node] = True
+            held[node] = value
+            kinds.add(value_kind(value))
+        kind = kinds.pop() if len(kinds) == 1 else ("absent" if not kinds else "mixed")
+        if kind == "number" and any(abs(v) > EXACT_FLOAT for v in held if v is not None):
+            kind = "mixed"  # past 2**53 a float is not the integer: tested node by node
+        values: npt.NDArray[Any]
+        if kind == "number":
+            values = np.array([0 if v is None else v for v in held], dtype=np.float64)
+        elif kind == "bool":
+            values = np.array([bool(v) for v in held], dtype=bool)
+        else:
+            values = np.array(held, dtype=object)
+        found = Column(kind, values, present)
+        self.columns[key] = found
+        return found
+
+
+EXACT_FLOAT = 2**53
+# Properties the table makes itself (graph.py's docstring), not read from the JSON text.
+SPECIAL_KEYS = frozenset({"objectid", "name", "lastseen", "system_tags"})
+
+
+def value_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A property of every node: `kind` is the type every value has ("bool", "number",
+    "string"), or "mixed" (filters on it are tested node by node), or "absent" (no node has
+    it); `values[id]` is a node's value where `present[id]`."""
+
+    kind: str
+    values: npt.NDArray[Any]
+    present: npt.NDArray[np.bool_]
 
 
 @dataclass

@@ -12,6 +12,7 @@ before any walk.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ class Conjunct:
 
     test: Callable[[Row], bool]
     needs: frozenset[str]
+    expr: syntax.Expr
 
 
 def split_conjuncts(expr: syntax.Expr | None) -> list[syntax.Expr]:
@@ -99,6 +101,10 @@ class NodeTest:
             if node is not None and nodes.exists(node) and nodes.object_ids[node] == wanted
             else []
         )
+
+    def accepts_labels(self, node: int) -> bool:
+        held = self.graph.nodes.labels(node)
+        return all(label in held for label in self.labels)
 
     def accepts(self, node: int, row: Row) -> bool:
         nodes = self.graph.nodes
@@ -220,7 +226,14 @@ def compile_pattern(
                 assert conjuncts is not None
                 conjuncts.remove(conjunct)
                 break
-    candidates = start_candidates(compiler, node_tests[start])
+    candidates: Any = start_candidates(compiler, node_tests[start])
+    start_properties_tested = False
+    if start_test_is_free(node_tests[start], scope):
+        start_pattern = elements[2 * start]
+        assert isinstance(start_pattern, syntax.NodePattern)
+        candidates, start_properties_tested, placed[0] = filter_columns(
+            compiler, start_pattern, candidates, placed[0]
+        )
     run = compiler.run
     start_test = node_tests[start]
 
@@ -265,7 +278,10 @@ def compile_pattern(
             nodes = candidates
         for node in nodes:
             run.tick()
-            if not start_test.accepts(node, row):
+            if start_properties_tested:
+                if not start_test.accepts_labels(node):
+                    continue
+            elif not start_test.accepts(node, row):
                 continue
             grown = {**row, f"{HIDDEN}node{start}": node}
             if start_test.variable is not None:
@@ -502,3 +518,124 @@ def paths_back(
 
     for nodes, rels in back(end):
         yield Path(tuple(nodes), tuple(rels))
+
+
+# --- filters on a whole property column ---------------------------------------------------
+
+ORDERINGS = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal}
+FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+def start_test_is_free(test: NodeTest, scope: frozenset[str]) -> bool:
+    """A start taken from its label (or every node), not from a bound variable or an
+    object id: its candidates are many, and worth filtering a column at a time."""
+    return test.object_id is None and (test.variable is None or test.variable not in scope)
+
+
+def filter_columns(
+    compiler: Compiler,
+    pattern: syntax.NodePattern,
+    candidates: list[int],
+    conjuncts: list[Conjunct],
+) -> tuple[Any, bool, list[Conjunct]]:
+    """The start's candidates filtered, a whole property column at a time, by its inline
+    properties and by the WHERE parts that compare one of its properties with a constant:
+    (the candidates left, whether the inline properties were all tested so, the WHERE
+    parts left to test node by node). A filter the columns cannot decide exactly (a
+    property of mixed types, say) is left to the node-by-node test."""
+    nodes = compiler.run.graph.nodes
+    ids = np.array(candidates, dtype=np.int64)
+    keep = np.ones(ids.size, dtype=bool)
+    properties_tested = pattern.properties is None
+    if isinstance(pattern.properties, syntax.MapExpr):
+        masks = [
+            column_test(compiler, nodes.column(key), "=", value, ids)
+            for key, value in pattern.properties.items
+        ]
+        if all(mask is not None for mask in masks):
+            for mask in masks:
+                keep &= mask
+            properties_tested = True
+    remaining = []
+    for conjunct in conjuncts:
+        mask = conjunct_test(compiler, conjunct, pattern.variable, ids)
+        if mask is None:
+            remaining.append(conjunct)
+        else:
+            keep &= mask
+    if remaining == conjuncts and not properties_tested:
+        return candidates, False, conjuncts
+    return ids[keep].tolist(), properties_tested, remaining
+
+
+def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, ids: Any) -> Any:
+    """The mask of the candidates a WHERE part keeps, or None when it is not one the
+    columns decide: `v.key`, `NOT v.key`, `v.key IS [NOT] NULL`, `v.key OP constant`."""
+    expr = conjunct.expr
+    if variable is None or conjunct.needs != {variable}:
+        return None
+    nodes = compiler.run.graph.nodes
+
+    def key_of(part: syntax.Expr) -> str | None:
+        if (
+            isinstance(part, syntax.Property)
+            and isinstance(part.subject, syntax.Variable)
+            and part.subject.name == variable
+        ):
+            return part.key
+        return None
+
+    true = syntax.Literal(True, at=expr.at)
+    if key_of(expr) is not None:
+        return column_test(compiler, nodes.column(key_of(expr)), "=", true, ids)  # type: ignore[arg-type]
+    if isinstance(expr, syntax.Unary) and expr.op == "not" and key_of(expr.operand) is not None:
+        false = syntax.Literal(False, at=expr.at)
+        return column_test(compiler, nodes.column(key_of(expr.operand)), "=", false, ids)  # type: ignore[arg-type]
+    if isinstance(expr, syntax.IsNull) and key_of(expr.operand) is not None:
+        present = nodes.column(key_of(expr.operand)).present[ids]  # type: ignore[arg-type]
+        return present if expr.negated else ~present
+    if isinstance(expr, syntax.Binary) and expr.op in FLIPPED:
+        if key_of(expr.left) is not None and is_constant(expr.right):
+            return column_test(compiler, nodes.column(key_of(expr.left)), expr.op, expr.right, ids)  # type: ignore[arg-type]
+        if key_of(expr.right) is not None and is_constant(expr.left):
+            op = FLIPPED[expr.op]
+            return column_test(compiler, nodes.column(key_of(expr.right)), op, expr.left, ids)  # type: ignore[arg-type]
+    return None
+
+
+def is_constant(expr: syntax.Expr) -> bool:
+    return isinstance(expr, syntax.Literal | syntax.Parameter)
+
+
+def column_test(compiler: Compiler, column: Any, op: str, constant: syntax.Expr, ids: Any) -> Any:
+    """The mask of `ids` whose value compared with the constant is true, as Cypher compares
+    (a null, or values of different types but numbers, are not true; `<>` between different
+    types is); None when the column cannot say (mixed types, a list...)."""
+    if not is_constant(constant):
+        return None
+    value = compiler.compile(constant, frozenset())({})
+    none = np.zeros(len(ids), dtype=bool)
+    if value is None:
+        return none
+    kind = {bool: "bool", int: "number", float: "number", str: "string"}.get(type(value))
+    if kind is None or column.kind == "mixed":
+        return None
+    if column.kind == "absent":
+        return none
+    present = column.present[ids]
+    if kind != column.kind:
+        return present if op == "<>" else none
+    if kind == "number" and isinstance(value, float) and math.isnan(value):
+        return present if op == "<>" else none
+    held = column.values[ids[present]]  # absent values are placeholders, never compared
+    if op == "=":
+        found = held == value
+    elif op == "<>":
+        found = held != value
+    elif kind == "bool":
+        found = ORDERINGS[op](held.astype(np.int8), int(value))
+    else:
+        found = ORDERINGS[op](held, value)
+    mask = none.copy()
+    mask[present] = np.asarray(found, dtype=bool)
+    return mask

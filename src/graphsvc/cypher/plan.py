@@ -157,7 +157,7 @@ def plan_match(
         new_names |= pattern_variables(pattern)
     after = scope | new_names
     conjuncts = [
-        Conjunct(compiler.predicate(part, after), free_variables(part) & after)
+        Conjunct(compiler.predicate(part, after), free_variables(part) & after, part)
         for part in split_conjuncts(clause.where)
     ]
     matchers = []
