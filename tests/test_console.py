@@ -321,6 +321,7 @@ def test_run_a_cypher_query_from_the_list_and_typed(console: Console) -> None:
     console.page.fill("#cypher-query", "MATCH (n) DETACH DELETE n")
     console.page.click("#cypher-form button[type=submit]")
     refused = console.page.wait_for_selector("#cypher-output .notice.error")
+    assert refused is not None
     assert "updating clauses are not supported" in refused.inner_text()
     console.shoot("cypher")
 
