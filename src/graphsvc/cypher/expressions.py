@@ -342,7 +342,7 @@ class Compiler:
         inner = scope | {name}
         where = self.predicate(expr.where, inner) if expr.where is not None else None
         projection = self.compile(expr.projection, inner) if expr.projection is not None else None
-        at = expr.at
+        at, tick = expr.at, self.run.tick
 
         def comprehension(row: Row) -> Any:
             items = source(row)
@@ -352,6 +352,7 @@ class Compiler:
                 raise type_error(at, f"IN needs a list, got {type_name(items)}")
             found = []
             for item in items:
+                tick()
                 local = {**row, name: item}
                 if where is None or where(local):
                     found.append(projection(local) if projection is not None else item)
@@ -362,6 +363,7 @@ class Compiler:
     def c_Quantifier(self, expr: syntax.Quantifier, scope: frozenset[str]) -> Compiled:
         source, name, kind, at = self.compile(expr.source, scope), expr.variable, expr.kind, expr.at
         where = self.compile(expr.where, scope | {name})
+        tick = self.run.tick
 
         def quantified(row: Row) -> Any:
             items = source(row)
@@ -369,7 +371,10 @@ class Compiler:
                 return None
             if not isinstance(items, list):
                 raise type_error(at, f"{kind}() needs a list, got {type_name(items)}")
-            results = [truth(where({**row, name: item}), at) for item in items]
+            results = []
+            for item in items:
+                tick()
+                results.append(truth(where({**row, name: item}), at))
             trues = results.count(True)
             unknown = None in results
             if kind == "any":
