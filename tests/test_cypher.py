@@ -21,6 +21,7 @@ from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps
 from graphsvc.cypher.values import Node, Rel
 from graphsvc.cypher.values import Path as CypherPath
+from graphsvc.errors import ApiError
 from graphsvc.graph.paths import PathIndex
 from graphsvc.ingest import ingest_files
 from graphsvc.store.db import Connection, run_in_transaction
@@ -171,6 +172,11 @@ QUERIES = [
     "MATCH (u:User {name: 'ADMINISTRATOR@TESTLAB.LOCAL', enabled: true}) RETURN u.objectid",
     "MATCH (c:Computer {enabled: 'true'}) RETURN count(c)",
     "MATCH (u:User) WHERE u.enabled <> false RETURN count(u)",
+    # Found by an attack: a WHERE on the MATCH's own path variable was a 500.
+    "MATCH p = (a:User)-[:MemberOf]->(b) WHERE length(p) = 1 RETURN count(*)",
+    "MATCH p = (u:User)-[:MemberOf*1..3]->(g) WHERE all(n IN nodes(p) WHERE n.name IS NOT NULL) "
+    "RETURN count(p)",
+    "RETURN 9007199254740993 % 2, -7 % 3, 7 % -3",
 ]
 
 
@@ -452,3 +458,32 @@ def test_a_cancelled_run_stops_at_its_next_tick(v6: Both, query: str) -> None:
 
     asyncio.run(run_in_transaction(v6.url, work))
     assert stopped.wait(10), "the run went on after its request was cancelled"
+
+
+def test_values_the_attack_found_answer_as_cypher_says(v6: Both) -> None:
+    assert v6.ours("RETURN substring('abc', 1, null), left('abc', null), 9007199254740993 % 2") == [
+        [None, None, 1]
+    ]
+    none = v6.ours(
+        "MATCH p = shortestPath((g:Group {objectid: $da})-[:MemberOf*]->"
+        "(u:User {name: 'ADMINISTRATOR@TESTLAB.LOCAL'})) RETURN p",
+        {"da": DOMAIN_ADMINS},
+    )
+    assert none == []  # no path: no row (it was a 500)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "RETURN 2 ^ 10000",
+        "RETURN 'abc' =~ '('",
+        "RETURN [1, 2, 3][1.5..2]",
+        "RETURN round(0.0 / 0.0)",
+        "RETURN 'a' + true",
+        "MATCH (u:User) WHERE u.pwdlastset RETURN count(u)",
+    ],
+)
+def test_values_python_cannot_make_are_a_400(v6: Both, query: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        v6.ours(query)
+    assert refused.value.status == 400, refused.value.message

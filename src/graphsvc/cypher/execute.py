@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphsvc.cypher import syntax
+from graphsvc.cypher.errors import evaluation_errors
 from graphsvc.cypher.plan import plan_query
 from graphsvc.cypher.runtime import Run
 
@@ -19,10 +20,11 @@ class Result:
 def execute(query: syntax.Query, run: Run) -> Result:
     plan = plan_query(query, run)
     rows: list[list[Any]] = []
-    for values in plan.rows():
-        rows.append(values)
-        if len(rows) > run.caps.rows:
-            raise run.too_many_rows()
+    with evaluation_errors():
+        for values in plan.rows():
+            rows.append(values)
+            if len(rows) > run.caps.rows:
+                raise run.too_many_rows()
     return Result(plan.columns, rows)
 
 

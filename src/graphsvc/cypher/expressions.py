@@ -510,7 +510,10 @@ def arithmetic(op: str, a: Any, b: Any, at: syntax.At) -> Any:
         if isinstance(b, list):
             return [a, *b]
         texts = isinstance(a, str) or isinstance(b, str)
-        if texts and isinstance(a, str | int | float) and isinstance(b, str | int | float):
+        numbers_or_texts = all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in (a, b)
+        )
+        if texts and numbers_or_texts:
             return stringify(a) + stringify(b)
     if isinstance(a, DateTime) and isinstance(b, Duration) and op in ("+", "-"):
         return DateTime(a.epoch + b.seconds if op == "+" else a.epoch - b.seconds)
@@ -529,7 +532,8 @@ def arithmetic(op: str, a: Any, b: Any, at: syntax.At) -> Any:
     if op == "*":
         return a * b
     if op == "^":
-        return float(a) ** float(b)
+        power = float(a) ** float(b)
+        return power if isinstance(power, float) else math.nan  # a negative's root: no real
     both_integers = isinstance(a, int) and isinstance(b, int)
     if op == "/":
         if both_integers:
@@ -543,7 +547,8 @@ def arithmetic(op: str, a: Any, b: Any, at: syntax.At) -> Any:
     if both_integers:
         if b == 0:
             raise type_error(at, "division by zero")
-        return int(math.fmod(a, b))
+        remainder = abs(a) % abs(b)  # exact, where fmod's floats are not past 2**53
+        return remainder if a >= 0 else -remainder
     return math.fmod(a, b) if b != 0 else math.nan
 
 

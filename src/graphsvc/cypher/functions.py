@@ -47,7 +47,7 @@ def call(name: str, args: list[Compiled], at: At, run: Run) -> Compiled:
 
     def apply(row: dict[str, Any]) -> Any:
         values = [arg(row) for arg in args]
-        if values and values[0] is None and name not in NULL_TAKING:
+        if None in values and name not in NULL_TAKING:  # a null argument: a null answer
             return None
         return function(run, at, *values)
 

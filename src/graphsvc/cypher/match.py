@@ -217,7 +217,7 @@ def compile_pattern(
             if rel_tests[step[1]].variable is not None:
                 names.add(rel_tests[step[1]].variable)  # type: ignore[arg-type]
         bound_after.append(frozenset(names))
-    bound_after[-1] = bound_after[-1] | ({pattern.variable} if pattern.variable else set())
+    # A WHERE part on the path variable is left to the MATCH's end, where the path is made.
     placed: list[list[Conjunct]] = [[] for _ in bound_after]
     for conjunct in list(conjuncts or []):
         for level, bound in enumerate(bound_after):
@@ -441,6 +441,8 @@ def compile_shortest(
         parents: dict[int, list[Rel]] = {}
         for near, far, kind in index.search(start, end, allowed):
             parents.setdefault(far, []).append(Rel(near, kind, far))
+        if end not in parents:  # no path
+            return
         for path in paths_back(run, parents, start, end, every):
             if high is None or len(path.rels) <= high:
                 yield path
@@ -587,6 +589,8 @@ def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, 
 
     true = syntax.Literal(True, at=expr.at)
     if key_of(expr) is not None:
+        if nodes.column(key_of(expr)).kind not in ("bool", "absent"):  # type: ignore[arg-type]
+            return None  # not a boolean: the node-by-node test refuses it, saying so
         return column_test(compiler, nodes.column(key_of(expr)), "=", true, ids)  # type: ignore[arg-type]
     if isinstance(expr, syntax.Unary) and expr.op == "not" and key_of(expr.operand) is not None:
         false = syntax.Literal(False, at=expr.at)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from graphsvc import wire
 from graphsvc.cypher import syntax
 from graphsvc.cypher.answer import collect, graph_answer
+from graphsvc.cypher.errors import evaluation_errors
 from graphsvc.cypher.execute import Result, execute, explain
 from graphsvc.cypher.expressions import walk
 from graphsvc.cypher.graph import NodeTables, QueryGraph
@@ -113,4 +114,5 @@ async def cypher_query(
             edges[key] = (properties if isinstance(properties, dict) else {}, moment)
     if not found.nodes and not found.rels and not found.literals:
         raise not_found("resource not found: the query matched nothing", "cypher")
-    return graph_answer(graph, found, edges, body.include_properties)
+    with evaluation_errors():  # a parameter nested too deep to write back, say
+        return graph_answer(graph, found, edges, body.include_properties)
