@@ -318,25 +318,30 @@ def walk_relationship(
     low, high = test.length.minimum, test.length.maximum
     if low == 0:
         yield node, ()
+    # Depth first with a stack of the steps still to take at each depth, not recursion: a
+    # trail can be thousands of relationships long (the sample collection's are).
     trail: list[Rel] = []
     on_trail: set[Rel] = set()
-
-    def deeper(at: int) -> Iterator[tuple[int, tuple[Rel, ...]]]:
-        if high is not None and len(trail) >= high:
-            return
-        for far, rel in test.steps(at, reverse):
-            run.tick()
-            if rel in on_trail or rel in used or not test.accepts(rel, row):
-                continue
-            trail.append(rel)
-            on_trail.add(rel)
-            if len(trail) >= low:
-                yield far, tuple(trail)
-            yield from deeper(far)
-            trail.pop()
-            on_trail.discard(rel)
-
-    yield from deeper(node)
+    pending = [test.steps(node, reverse)]
+    while pending:
+        step = next(pending[-1], None)
+        if step is None:
+            pending.pop()
+            if trail:
+                on_trail.discard(trail.pop())
+            continue
+        run.tick()
+        far, rel = step
+        if rel in on_trail or rel in used or not test.accepts(rel, row):
+            continue
+        trail.append(rel)
+        on_trail.add(rel)
+        if len(trail) >= low:
+            yield far, tuple(trail)
+        if high is None or len(trail) < high:
+            pending.append(test.steps(far, reverse))
+        else:
+            on_trail.discard(trail.pop())
 
 
 def choose_start(
