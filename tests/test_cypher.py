@@ -177,6 +177,10 @@ QUERIES = [
     "MATCH p = (u:User)-[:MemberOf*1..3]->(g) WHERE all(n IN nodes(p) WHERE n.name IS NOT NULL) "
     "RETURN count(p)",
     "RETURN 9007199254740993 % 2, -7 % 3, 7 % -3",
+    # Found by the generated queries: a pattern predicate tested before its variable was
+    # bound matched from every node.
+    "MATCH (a)-[:MemberOf]->(b) WHERE NOT (b)-[:MemberOf]->() RETURN a.name, b.name",
+    "MATCH (a:User)-[:MemberOf]->(b) WHERE (b)-[:MemberOf]->(:Group) RETURN count(*)",
 ]
 
 

@@ -41,9 +41,20 @@ def pattern_variables(pattern: syntax.PatternPath) -> frozenset[str]:
 
 
 def free_variables(expr: syntax.Expr) -> frozenset[str]:
+    """The variables an expression reads, those its patterns name included (a pattern
+    predicate `(b)-->()` reads b)."""
     from graphsvc.cypher.expressions import walk
 
-    return frozenset(e.name for e in walk(expr) if isinstance(e, syntax.Variable))
+    names = set()
+    for part in walk(expr):
+        if isinstance(part, syntax.Variable):
+            names.add(part.name)
+        elif (
+            isinstance(part, syntax.NodePattern | syntax.RelationshipPattern | syntax.PatternPath)
+            and part.variable is not None
+        ):
+            names.add(part.variable)
+    return frozenset(names)
 
 
 @dataclass
