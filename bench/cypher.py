@@ -152,7 +152,7 @@ def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
         )
 
     nodes, edges = asyncio.run(run_in_transaction(url, load))
-    engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(10_000_000, 1_000_000))
+    engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(10_000_000, 1_000_000, 2**34))
 
     report: dict[str, Any] = {"nodes": nodes, "relationships": edges, "queries": {}}
 

@@ -47,7 +47,7 @@ class Both:
 
     def __init__(self, url: str, oracle: Oracle) -> None:
         self.url = url
-        self.engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(100_000, 10_000))
+        self.engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(100_000, 10_000, 2**30))
         rows = asyncio.run(run_in_transaction(url, read_store_rows))
         self.falkor = LoadedGraph(oracle, rows)
 
@@ -353,6 +353,11 @@ def test_an_empty_result_is_a_404_and_a_count_of_nothing_a_200(env: Env) -> None
         ("MATCH (n) RETURN m", "cypher_semantic", "`m` is not defined"),
         ("MATCH (n) RETURN nosuch(n)", "cypher_semantic", "unknown function nosuch()"),
         ("MATCH (n) RETURN n.name + $missing", "cypher_semantic", "$missing"),
+        (
+            "MATCH (n) WHERE (n)-->(x) RETURN n",
+            "cypher_semantic",
+            "line 1:17 a pattern predicate cannot bring in a new variable (x)",
+        ),
         ("   ", "cypher_empty", "empty"),
     ],
 )
@@ -394,6 +399,21 @@ def test_the_caps_refuse_with_a_413_naming_them(make_env: Any) -> None:
     assert limited.status_code == 200  # a LIMIT stops the walk before the cap
     paths = post(env, {"query": "MATCH p = shortestPath((a:User)-[*1..]->(b:Group)) RETURN p"})
     assert paths.status_code == 413 and "cypher_max_paths" in paths.text
+
+
+def test_a_query_that_grows_memory_past_its_cap_is_a_413(make_env: Any) -> None:
+    env = make_env(cypher_max_memory_mb=64)
+    env.create_admin()
+    # Each inner list is 100,000 integers (about 4 MB): the cap stops it after a few dozen,
+    # where it would take about 400 GB to finish.
+    grown = post(env, {"query": "RETURN size([x IN range(1, 100000) | range(1, 100000)])"})
+    assert grown.status_code == 413, grown.text
+    assert grown.json()["errors"][0]["message"].endswith(
+        "(the cypher_max_memory_mb cap): return fewer or smaller values (count() rather than "
+        "collect(), say), narrow it with WHERE, or end it with LIMIT"
+    )
+    small = post(env, {"query": "RETURN size([x IN range(1, 100) | range(1, 100)]) AS n"})
+    assert small.status_code == 200 and small.json()["data"]["literals"][0]["value"] == 100
 
 
 def test_an_answer_is_kept_and_named_while_the_data_is_unchanged(env: Env) -> None:
@@ -491,3 +511,39 @@ def test_values_python_cannot_make_are_a_400(v6: Both, query: str) -> None:
     with pytest.raises(ApiError) as refused:
         v6.ours(query)
     assert refused.value.status == 400, refused.value.message
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "RETURN 9223372036854775807 + 1",
+        "RETURN -9223372036854775807 - 2",
+        "RETURN 3037000500 * 3037000500",
+        "WITH -9223372036854775807 - 1 AS least RETURN -least",
+        "UNWIND [9223372036854775807, 1] AS x RETURN sum(x)",
+    ],
+)
+def test_an_integer_past_64_bits_is_an_overflow(v6: Both, query: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        v6.ours(query)
+    assert refused.value.status == 400
+    assert "integer overflow: the result does not fit in 64 bits" in refused.value.message
+
+
+def test_the_largest_integers_are_answered(v6: Both) -> None:
+    largest = v6.ours(
+        "RETURN toString(9223372036854775806 + 1), toString(-9223372036854775807 - 1)"
+    )
+    assert largest == [["9223372036854775807", "-9223372036854775808"]]
+
+
+def test_floats_are_written_as_cypher_writes_them(v6: Both) -> None:
+    written = v6.ours(
+        "UNWIND [3.0, 0.001, 1234567.5, 1e7, 1e16, 12345678.9, 1.5e-5, -2.5e-300, 0.0 / 0.0,"
+        " 1e308 * 10, -1e308 * 10] AS x RETURN toString(x), 'x' + x"
+    )
+    expected = [
+        "3.0", "0.001", "1234567.5", "1.0E7", "1.0E16", "1.23456789E7", "1.5E-5",
+        "-2.5E-300", "NaN", "Infinity", "-Infinity",
+    ]  # fmt: skip
+    assert written == [[text, "x" + text] for text in expected]

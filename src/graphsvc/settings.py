@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     cypher_max_paths: int = Field(10_000, ge=1)
     """Most paths a Cypher shortest-path pattern may find in one query (a 413)."""
 
+    cypher_max_memory_mb: int = Field(1024, ge=16)
+    """Most MiB a Cypher query may grow the server's resident memory by while it runs (a 413)."""
+
     path_index_dir: Path | None = None
     """The shortest-path index's folder, the service user's alone; default data_dir/path-index."""
 

@@ -11,11 +11,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, cast
 
 from graphsvc.cypher import functions, syntax
-from graphsvc.cypher.errors import semantic_error, type_error
+from graphsvc.cypher.errors import query_error, semantic_error, type_error
 from graphsvc.cypher.runtime import Run
 from graphsvc.cypher.values import (
     DateTime,
@@ -253,7 +254,7 @@ class Compiler:
                 return None
             if not is_number(value):
                 raise type_error(at, f"cannot negate a {type_name(value)}")
-            return sign * value
+            return within_64_bits(sign * value, at)
 
         return signed
 
@@ -409,8 +410,15 @@ class Compiler:
         return functions.call(expr.name, args, expr.at, self.run)
 
     def c_PatternPredicate(self, expr: syntax.PatternPredicate, scope: frozenset[str]) -> Compiled:
-        from graphsvc.cypher.match import compile_pattern
+        from graphsvc.cypher.match import compile_pattern, pattern_variables
 
+        new = sorted(pattern_variables(expr.pattern) - scope)
+        if new:
+            raise semantic_error(
+                expr.at,
+                f"a pattern predicate cannot bring in a new variable ({', '.join(new)}): bind "
+                "it in MATCH, or leave the node unnamed",
+            )
         matches = compile_pattern(self, expr.pattern, scope, None)
         # Its own match: the relationships the enclosing MATCH has bound may be matched again.
         return lambda row: next(iter(matches(outside_match(row))), None) is not None
@@ -526,11 +534,11 @@ def arithmetic(op: str, a: Any, b: Any, at: syntax.At) -> Any:
     if not is_number(a) or not is_number(b):
         raise type_error(at, f"cannot apply {op} to a {type_name(a)} and a {type_name(b)}")
     if op == "+":
-        return a + b
+        return within_64_bits(a + b, at)
     if op == "-":
-        return a - b
+        return within_64_bits(a - b, at)
     if op == "*":
-        return a * b
+        return within_64_bits(a * b, at)
     if op == "^":
         power = float(a) ** float(b)
         return power if isinstance(power, float) else math.nan  # a negative's root: no real
@@ -552,10 +560,38 @@ def arithmetic(op: str, a: Any, b: Any, at: syntax.At) -> Any:
     return math.fmod(a, b) if b != 0 else math.nan
 
 
+LONGEST = 2**63  # Cypher's integers are 64-bit: past them, an overflow, never a bigger number
+
+
+def within_64_bits(value: Any, at: syntax.At) -> Any:
+    """An integer result, refused when it does not fit Cypher's 64 bits (floats pass)."""
+    if isinstance(value, int) and not -LONGEST <= value < LONGEST:
+        raise query_error(
+            at, "integer overflow: the result does not fit in 64 bits", "cypher_value"
+        )
+    return value
+
+
 def stringify(value: Any) -> str:
     """A value as `toString` writes it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value) if not value.is_integer() or abs(value) >= 1e16 else f"{value:.1f}"
+        return float_text(value)
     return str(value)
+
+
+def float_text(value: float) -> str:
+    """A float as Cypher writes it (Java's shortest form): `1.5`, `3.0`, `1.0E16`, `1.0E-5`,
+    `NaN`, `Infinity`; the scientific form below 10**-3 and from 10**7 on."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python's plain form here, with its ".0" for a whole number
+    _, digits, exponent = Decimal(repr(value)).as_tuple()
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    assert isinstance(exponent, int)  # a finite float's
+    power = len(digits) + exponent - 1
+    return f"{'-' if value < 0 else ''}{shown[0]}.{shown[1:] or '0'}E{power}"

@@ -168,8 +168,9 @@ class RelTest:
                     yield other, Rel(node, kind, other)
         if direction in ("in", "both"):
             others, found = self.graph.in_edges(node)
+            loops_seen = direction == "both"  # a self-loop: met as an out-edge just above
             for other, kind in zip(others.tolist(), found.tolist(), strict=True):
-                if kinds is None or kind in kinds:
+                if (kinds is None or kind in kinds) and not (loops_seen and other == node):
                     yield other, Rel(other, kind, node)
 
     def accepts(self, rel: Rel, row: Row) -> bool:

@@ -24,6 +24,7 @@ from graphsvc.cypher.expressions import (
     is_aggregate,
     rewrite,
     walk,
+    within_64_bits,
 )
 from graphsvc.cypher.match import (
     USED,
@@ -272,7 +273,7 @@ class Aggregate:
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise type_error(self.at, f"{name}() needs numbers, got a {type_name(value)}")
         if name == "sum":
-            return sum(values)
+            return within_64_bits(sum(values), self.at)
         mean = sum(values) / len(values)
         if name == "avg":
             return mean

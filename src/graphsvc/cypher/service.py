@@ -65,7 +65,9 @@ def reads_relationship_properties(query: syntax.Query) -> bool:
 
 
 def cypher_caps(settings: Settings) -> Caps:
-    return Caps(settings.cypher_max_rows, settings.cypher_max_paths)
+    return Caps(
+        settings.cypher_max_rows, settings.cypher_max_paths, settings.cypher_max_memory_mb * 2**20
+    )
 
 
 async def in_thread(run: Run, work: Callable[[], T]) -> T:
