@@ -220,7 +220,7 @@ class Compiler:
         subject = self.compile(expr.subject, scope)
         start = self.compile(expr.start, scope) if expr.start is not None else None
         end = self.compile(expr.end, scope) if expr.end is not None else None
-        at = expr.at
+        at, built = expr.at, self.run.built
 
         def part(row: Row) -> Any:
             value = subject(row)
@@ -230,7 +230,7 @@ class Compiler:
                 return None
             if not isinstance(value, list):
                 raise type_error(at, f"cannot slice a {type_name(value)}")
-            return value[low:high]
+            return built(value[low:high])
 
         return part
 
@@ -294,8 +294,10 @@ class Compiler:
 
             return member
 
+        built = self.run.built
+
         def arithmetic_of(row: Row) -> Any:
-            return arithmetic(op, left(row), right(row), at)
+            return built(arithmetic(op, left(row), right(row), at))
 
         return arithmetic_of
 

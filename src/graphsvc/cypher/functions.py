@@ -182,7 +182,7 @@ def split(run: Run, at: At, value: Any, separator: Any) -> list[str] | None:
         return None
     expect(value, str, "split", at)
     expect(separator, str, "split", at)
-    return value.split(separator) if separator else list(value)
+    return run.built(value.split(separator) if separator else list(value))
 
 
 def substring(run: Run, at: At, value: Any, start: Any, count: Any = None) -> str:
@@ -195,7 +195,7 @@ def replace_text(run: Run, at: At, value: Any, old: Any, new: Any) -> str | None
     if old is None or new is None:
         return None
     expect(value, str, "replace", at)
-    return str(value).replace(old, new)
+    return run.built(str(value).replace(old, new))
 
 
 def head(run: Run, at: At, value: Any) -> Any:
@@ -210,12 +210,12 @@ def last(run: Run, at: At, value: Any) -> Any:
 
 def tail(run: Run, at: At, value: Any) -> list[Any]:
     expect(value, list, "tail", at)
-    return list(value[1:])
+    return run.built(list(value[1:]))
 
 
 def reverse(run: Run, at: At, value: Any) -> Any:
     if isinstance(value, str | list):
-        return value[::-1]
+        return run.built(value[::-1])
     raise type_error(at, f"reverse() needs a list or a string, got {type_name(value)}")
 
 
@@ -226,7 +226,7 @@ def number_range(run: Run, at: At, start: Any, end: Any, step: Any = 1) -> list[
         raise type_error(at, "range() needs a step other than 0")
     if abs((end - start) // step) > run.caps.rows:
         raise run.too_many_rows()
-    return list(range(start, end + (1 if step > 0 else -1), step))
+    return run.built(list(range(start, end + (1 if step > 0 else -1), step)))
 
 
 def numeric(name: str, function: Callable[[float], Any]) -> Callable[..., Any]:

@@ -72,18 +72,31 @@ class Run:
     started: float = field(default_factory=time.time)  # datetime()'s and timestamp()'s now
     cancelled: threading.Event = field(default_factory=threading.Event)
     steps: int = 0
+    next_look: int = TICK_EVERY
     resident_at_start: int | None = field(default_factory=resident_bytes)
 
-    def tick(self) -> None:
-        self.steps += 1
-        if self.steps % TICK_EVERY:
+    def tick(self, weight: int = 1) -> None:
+        """One step of work; or `weight` steps, for a value built at once (a list of that
+        many items, a string of eight times that many characters), so that a query building
+        large values is looked at as often as its work calls for."""
+        self.steps += weight
+        if self.steps < self.next_look:
             return
+        self.next_look = self.steps + TICK_EVERY
         if self.cancelled.is_set():
             raise Stopped
         if self.resident_at_start is not None:
             grown = (resident_bytes() or 0) - self.resident_at_start
             if grown > self.caps.memory_bytes:
                 raise self.too_much_memory()
+
+    def built(self, value: Any) -> Any:
+        """A list or string the query just built, counted by its size (see `tick`)."""
+        if isinstance(value, list):
+            self.tick(len(value) + 1)
+        elif isinstance(value, str):
+            self.tick(len(value) // 8 + 1)
+        return value
 
     def too_many_rows(self) -> ApiError:
         return query_error(
