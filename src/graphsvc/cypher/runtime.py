@@ -22,12 +22,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from graphsvc.cypher.errors import query_error
 from graphsvc.cypher.graph import QueryGraph
 from graphsvc.errors import ApiError
 
+T = TypeVar("T")
 TICK_EVERY = 1024  # steps between two looks at the clock: about 0.3 ms of work
 
 
@@ -90,7 +91,7 @@ class Run:
             if grown > self.caps.memory_bytes:
                 raise self.too_much_memory()
 
-    def built(self, value: Any) -> Any:
+    def built(self, value: T) -> T:
         """A list or string the query just built, counted by its size (see `tick`)."""
         if isinstance(value, list):
             self.tick(len(value) + 1)
