@@ -33,8 +33,9 @@ from bulk import bulk_insert_graph
 from shapes import ScaleGraph
 
 from graphsvc.cypher import service
-from graphsvc.cypher.graph import NodeTables
+from graphsvc.cypher.graph import Column, Needs, NodeTable, NodeTables
 from graphsvc.cypher.runtime import Caps
+from graphsvc.graph.path_index import GraphIndex
 from graphsvc.graph.paths import PathIndex
 from graphsvc.store.db import Connection, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
@@ -162,7 +163,7 @@ def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
             return len(result.rows)
 
         began = time.perf_counter()
-        await engine.tables.read(conn, engine.paths, False)
+        graph = await engine.tables.read(conn, engine.paths, Needs())
         report["graphsvc_load_s"] = round(time.perf_counter() - began, 2)
         for name, text, _, parameters in queries(shape):
             rows = await ours(text, parameters)
@@ -176,11 +177,49 @@ def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
                 "graphsvc_p50_ms": round(1000 * statistics.median(times), 2),
                 "graphsvc_p99_ms": round(1000 * percentile(times, 0.99), 2),
             }
+        report["memory"] = memory(graph.index, graph.nodes, edges)
 
     asyncio.run(run_in_transaction(url, run_ours))
     if with_falkordb:
         measure_falkordb(shape, runs, report)
     return report
+
+
+def column_bytes(column: Column) -> int:
+    """A column's arrays, and the values an object column holds (strings, lists)."""
+    held = column.values.nbytes + column.present.nbytes
+    if column.integral is not None:
+        held += column.integral.nbytes
+    if column.values.dtype == object:
+        held += sum(sys.getsizeof(v) for v in column.values[column.present].tolist())
+    return held
+
+
+def memory(index: GraphIndex, table: NodeTable, relationships: int) -> dict[str, Any]:
+    """What the index and the node table hold after the queries ran: bytes a node (the
+    index's offsets and object-id hashes, the table's labels, times and tier zero), bytes a
+    relationship (the index's far ends and kinds), and bytes a node for each column the
+    queries made."""
+    nodes = index.size - 1
+    offsets = index.forward.offsets.nbytes + index.backward.offsets.nbytes
+    ends = sum(s.others.nbytes + s.kinds.nbytes for s in (index.forward, index.backward))
+    base = (
+        table.ids.nbytes
+        + table.label_set_of.nbytes
+        + sum(a.nbytes for a in table.by_label.values())
+        + table.updated.nbytes
+        + table.tier_zero.nbytes
+    )
+    hashes = index.object_ids.hashes.nbytes + index.object_ids.nodes.nbytes
+    return {
+        "index_bytes_per_node": round((offsets + hashes) / nodes, 1),
+        "table_bytes_per_node": round(base / nodes, 1),
+        "bytes_per_relationship": round(ends / relationships, 1),
+        "column_bytes_per_node": {
+            key: round(column_bytes(column) / nodes, 1)
+            for key, column in sorted(table.columns.items())
+        },
+    }
 
 
 def measure_falkordb(shape: ScaleGraph, runs: int, report: dict[str, Any]) -> None:
@@ -239,6 +278,14 @@ def main() -> None:
                 raise SystemExit(
                     f"{name}: graphsvc {entry['rows']} rows, FalkorDB {entry['falkordb_rows']}"
                 )
+        held = report["memory"]
+        print(
+            f"  held: {held['index_bytes_per_node'] + held['table_bytes_per_node']:.1f} bytes a"
+            f" node (index {held['index_bytes_per_node']}, table"
+            f" {held['table_bytes_per_node']}) and {held['bytes_per_relationship']} a"
+            " relationship; columns, bytes a node: "
+            + ", ".join(f"{k} {v}" for k, v in held["column_bytes_per_node"].items())
+        )
     if not args.smoke:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1) + "\n")

@@ -49,6 +49,7 @@ class Both:
         self.url = url
         self.engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(100_000, 10_000, 2**30))
         rows = asyncio.run(run_in_transaction(url, read_store_rows))
+        self.object_ids = {node: properties["objectid"] for node, _, properties in rows.nodes}
         self.falkor = LoadedGraph(oracle, rows)
 
     def ours(self, query: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
@@ -56,7 +57,7 @@ class Both:
             return await service.run_query(conn, self.engine, query, parameters or {})
 
         graph, result = asyncio.run(run_in_transaction(self.url, work))
-        return [[normal(v, graph) for v in row] for row in result.rows]
+        return [[normal(v, graph, self.object_ids) for v in row] for row in result.rows]
 
     def agree(self, query: str, ordered: bool = False) -> list[list[Any]]:
         mine, theirs = self.ours(query), self.falkor.rows(query)
@@ -66,8 +67,9 @@ class Both:
         return mine
 
 
-def normal(value: Any, graph: QueryGraph) -> Any:
-    object_id = graph.nodes.object_ids
+def normal(value: Any, graph: QueryGraph, object_id: dict[int, str]) -> Any:
+    """A value as FalkorDB's are compared: a node by its object id, a relationship by its
+    ends' and its kind, a path by its nodes' and kinds, numbers as floats."""
     if isinstance(value, Node):
         return ("node", object_id[value.id])
     if isinstance(value, Rel):
@@ -75,7 +77,7 @@ def normal(value: Any, graph: QueryGraph) -> Any:
     if isinstance(value, CypherPath):
         kinds = tuple(graph.kind_names[r.kind] for r in value.rels)
         return ("path", tuple(object_id[n] for n in value.nodes), kinds)
-    return plain(value, lambda v: normal(v, graph))
+    return plain(value, lambda v: normal(v, graph, object_id))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

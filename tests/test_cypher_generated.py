@@ -55,7 +55,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphsvc.cypher.execute import execute
-from graphsvc.cypher.graph import NodeTable, QueryGraph
+from graphsvc.cypher.graph import COLUMN_KEYS, ColumnMaker, NodeTable, QueryGraph
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps, Run
 from graphsvc.graph.path_index import Adjacency, GraphIndex, ObjectIds, hashes_of
@@ -167,15 +167,25 @@ def query_graph(graph: Graph) -> QueryGraph:
     table = NodeTable(
         version,
         ids,
-        [None, *object_ids],
-        [None, *(properties["name"] for _, properties in graph.nodes)],
         list(label_sets),
         label_set_of,
         {label: np.array(nodes, dtype=np.int64) for label, nodes in members.items()},
-        [None, *(json.dumps(properties) for _, properties in graph.nodes)],
-        [None] * size,
+        np.full(size, np.nan),
         np.zeros(size, dtype=bool),
     )
+    table.add_derived_columns()
+    # Every property as a column, as the store's reads would make them, and the whole maps.
+    for key in {key for _, properties in graph.nodes for key in properties}:
+        maker = ColumnMaker(key, size)
+        maker.add(
+            [
+                (node, value if key in COLUMN_KEYS else json.dumps(value))
+                for node, (_, properties) in enumerate(graph.nodes, start=1)
+                if (value := properties.get(key)) is not None
+            ]
+        )
+        table.columns[key] = maker.made()
+    table.texts = [None, *(json.dumps(properties) for _, properties in graph.nodes)]
     return QueryGraph(index, table, {v: k for k, v in kind_ids.items()})
 
 
@@ -190,7 +200,8 @@ def store_rows(graph: Graph) -> StoreRows:
 def ours(graph: QueryGraph, query: str) -> list[list[Any]]:
     run = Run(graph, {}, Caps(100_000, 10_000, 2**30))
     result = execute(parse(query), run)
-    return [[normal(v, graph) for v in row] for row in result.rows]
+    object_ids = {node: graph.nodes.value(node, "objectid") for node in graph.nodes.ids.tolist()}
+    return [[normal(v, graph, object_ids) for v in row] for row in result.rows]
 
 
 # --- queries -------------------------------------------------------------------------------

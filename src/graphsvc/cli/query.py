@@ -57,7 +57,8 @@ def query(
             body = wire.CypherQueryRequest(text, include_properties, parameters)
             return await service.cypher_query(conn, engine, body)
         graph, result = await service.run_query(conn, engine, text, parameters)
-        return table(result.columns, [[shown(v, graph) for v in row] for row in result.rows])
+        names = await service.node_names(conn, result)
+        return table(result.columns, [[shown(v, graph, names) for v in row] for row in result.rows])
 
     found = read_store(settings, work)
     if as_json:
@@ -66,25 +67,25 @@ def query(
         click.echo(found)
 
 
-def shown(value: Any, graph: Any) -> str:
-    """A value as a table shows it: a node by its name, a relationship by its kind, a path
-    as its steps."""
+def shown(value: Any, graph: Any, names: dict[int, str]) -> str:
+    """A value as a table shows it: a node by its name (`names`), a relationship by its kind,
+    a path as its steps."""
     from graphsvc.cypher.answer import literal_value
     from graphsvc.cypher.values import Node, Path, Rel
 
     if isinstance(value, Node):
-        return str(graph.nodes.names[value.id] or graph.nodes.object_ids[value.id])
+        return names.get(value.id, "")
     if isinstance(value, Rel):
         return f"-[{graph.kind_names.get(value.kind, '?')}]->"
     if isinstance(value, Path):
-        steps = [shown(Node(value.nodes[0]), graph)]
+        steps = [shown(Node(value.nodes[0]), graph, names)]
         for rel, before, node in zip(value.rels, value.nodes[:-1], value.nodes[1:], strict=True):
             kind = graph.kind_names.get(rel.kind, "?")
             arrow = f"-[{kind}]->" if rel.start == before else f"<-[{kind}]-"
-            steps.append(f"{arrow} {shown(Node(node), graph)}")
+            steps.append(f"{arrow} {shown(Node(node), graph, names)}")
         return " ".join(steps)
     if isinstance(value, list):
-        return "[" + ", ".join(shown(v, graph) for v in value) + "]"
+        return "[" + ", ".join(shown(v, graph, names) for v in value) + "]"
     if isinstance(value, str):
         return value
     return json.dumps(literal_value(value, graph))

@@ -8,6 +8,7 @@ one. Edges are listed once each (the reference repeats an edge met in several ro
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,8 +19,9 @@ from msgspec import UNSET
 from graphsvc import wire
 from graphsvc.cypher.execute import Result
 from graphsvc.cypher.functions import format_datetime
-from graphsvc.cypher.graph import QueryGraph
+from graphsvc.cypher.graph import TIER_ZERO_TAG, QueryGraph, iso_time
 from graphsvc.cypher.values import DateTime, Duration, Node, Path, Rel
+from graphsvc.store.db import Row
 
 SOURCE_KINDS = frozenset({"Base", "AZBase"})
 
@@ -98,38 +100,51 @@ def literal_value(value: Any, graph: QueryGraph) -> Any:
 
 
 def node_entry(
-    graph: QueryGraph, node: int, include_properties: bool, now: datetime
+    graph: QueryGraph, node: int, stored: Row, include_properties: bool, now: datetime
 ) -> wire.CypherNode:
-    table = graph.nodes
-    labels = table.labels(node)
-    properties = table.properties(node)
-    name = table.names[node] or table.object_ids[node] or ""
-    moment = table.updated[node]
+    """A node as the answer shows it, from the store's row of it (store/cypher.py
+    `read_nodes`) and its labels."""
+    object_id, name, text, moment = stored
+    labels = graph.nodes.labels(node)
+    properties: Any = UNSET
+    if include_properties:
+        parsed = json.loads(text) if text else {}
+        properties = {
+            **(parsed if isinstance(parsed, dict) else {}),
+            "objectid": object_id,
+            "name": name,
+        }
+        if moment is not None:
+            properties["lastseen"] = iso_time(moment)
+        if graph.nodes.tier_zero[node]:
+            properties["system_tags"] = TIER_ZERO_TAG
     return wire.CypherNode(
-        label=name,
+        label=name or object_id or "",
         kind=primary_kind(labels),
         kinds=list(labels),
-        objectId=table.object_ids[node] or "",
-        isTierZero=bool(table.tier_zero[node]),
+        objectId=object_id or "",
+        isTierZero=bool(graph.nodes.tier_zero[node]),
         isOwnedObject=False,
         lastSeen=(moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment)
         or now,
-        properties=dict(properties) if include_properties else UNSET,
+        properties=properties,
     )
 
 
 def graph_answer(
     graph: QueryGraph,
     found: Collected,
+    stored_nodes: dict[int, Row],
     edges: dict[tuple[int, int, int], tuple[dict[str, Any], datetime]],
     include_properties: bool,
 ) -> wire.CypherResponse:
-    """The answer, given the store's properties and times of the relationships found."""
+    """The answer, given the store's rows of the nodes found and the properties and times of
+    the relationships found."""
     now = datetime.now(UTC)
     nodes = {
-        str(node): node_entry(graph, node, include_properties, now)
+        str(node): node_entry(graph, node, stored_nodes[node], include_properties, now)
         for node in found.nodes
-        if graph.nodes.exists(node)
+        if graph.nodes.exists(node) and node in stored_nodes
     }
     edge_entries = []
     for rel in found.rels:

@@ -165,7 +165,7 @@ class Compiler:
     def property_of(self, value: Any, key: str, at: syntax.At) -> Any:
         graph = self.run.graph
         if isinstance(value, Node):
-            return graph.nodes.properties(value.id).get(key)
+            return graph.nodes.value(value.id, key)
         if value is None:
             return None
         if isinstance(value, dict):
@@ -182,13 +182,13 @@ class Compiler:
         subject = self.compile(expr.subject, scope)
         key, at = expr.key, expr.at
         graph = self.run.graph
-        properties = graph.nodes.properties
+        column = graph.nodes.columns.get(key)  # read before the query ran (query_needs)
         property_of = self.property_of
 
         def read(row: Row) -> Any:
             value = subject(row)
-            if type(value) is Node:  # the common case, without the dispatch
-                return properties(value.id).get(key)
+            if type(value) is Node and column is not None:  # the common case
+                return column.value(value.id)
             return property_of(value, key, at)
 
         return read

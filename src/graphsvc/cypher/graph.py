@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from graphsvc.cypher.values import equals
 from graphsvc.store import cypher as store
 from graphsvc.store import paths as store_paths
 from graphsvc.store.db import Connection
@@ -42,89 +43,85 @@ def iso_time(moment: datetime) -> str:
 
 @dataclass
 class NodeTable:
-    """Every node of one version of the graph, by id (ids are positions; a position no node
-    has holds None). Properties are kept as the store's JSON text and parsed when a query
-    first reads them."""
+    """Every node of one version of the graph, by id (ids are positions): its labels, whether
+    it is in tier zero and when it was last written, and a column for each property a query
+    has read. A property is held only once a query reads it: its column is read from the
+    store (one statement a chunk of nodes) before that query runs, and kept with the table.
+    The whole property maps (`properties(n)`, `keys(n)`, `n[key]`, `n {.*}`) are read, once
+    a version, by the first query that needs them."""
 
     version: GraphVersion
     ids: npt.NDArray[np.int64]  # every node's id, ascending
-    object_ids: list[str | None]
-    names: list[str | None]
     label_sets: list[tuple[str, ...]]  # the distinct sets of labels
     label_set_of: npt.NDArray[np.int32]  # by id: its set's position (-1: no node)
     by_label: dict[str, npt.NDArray[np.int64]]  # label -> its nodes' ids, ascending
-    texts: list[str | None]  # properties as JSON text
-    updated: list[datetime | None]
+    updated: npt.NDArray[np.float64]  # by id: when last written, epoch seconds (NaN: never)
     tier_zero: npt.NDArray[np.bool_]
-    parsed: dict[int, dict[str, Any]] = field(default_factory=dict)
     columns: dict[str, Column] = field(default_factory=dict)
+    texts: list[str | None] | None = None  # whole property maps as JSON text, once read
+    parsed: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def exists(self, node: int) -> bool:
-        return 0 <= node < len(self.names) and self.names[node] is not None
+        return 0 <= node < self.label_set_of.size and self.label_set_of[node] >= 0
 
     def labels(self, node: int) -> tuple[str, ...]:
         return self.label_sets[int(self.label_set_of[node])]
 
+    def value(self, node: int, key: str) -> Any:
+        """A node's property, as Cypher reads it (None where absent)."""
+        return self.column(key).value(node)
+
+    def column(self, key: str) -> Column:
+        """The column of `key`: read before the query ran, or (a key with a double quote,
+        which the store's JSON paths cannot name) made from the whole maps."""
+        found = self.columns.get(key)
+        if found is None:
+            held: list[Any] = [None] * self.label_set_of.size
+            for node in self.ids.tolist():
+                held[node] = self.properties(node).get(key)
+            present = np.array([v is not None for v in held], dtype=bool)
+            kinds = {value_kind(v) for v in held if v is not None}
+            found = self.columns[key] = Column.of(held, present, kinds)
+        return found
+
     def properties(self, node: int) -> dict[str, Any]:
-        """Every property of a node, as Cypher reads them (the dict is shared: not to be
-        changed)."""
+        """Every property of a node (the dict is shared: not to be changed). Only for a
+        query that `needs_maps`: the table has read them for it."""
         found = self.parsed.get(node)
         if found is None:
+            if self.texts is None:
+                raise RuntimeError("a query read whole property maps it was not given")
             text = self.texts[node]
             found = json.loads(text) if text else {}
             if not isinstance(found, dict):
                 found = {}
-            found["objectid"] = self.object_ids[node]
-            found["name"] = self.names[node]
-            moment = self.updated[node]
-            if moment is not None:
-                found["lastseen"] = iso_time(moment)
-            if self.tier_zero[node]:
-                found["system_tags"] = TIER_ZERO_TAG
+            for key in SPECIAL_KEYS:
+                found.pop(key, None)
+                value = self.columns[key].value(node)
+                if value is not None:
+                    found[key] = value
             self.parsed[node] = found
         return found
 
-    def column(self, key: str) -> Column:
-        """One property of every node, as an array by id, made when a query first filters
-        on it (one pass over the properties' JSON, kept with the table)."""
-        found = self.columns.get(key)
-        if found is not None:
-            return found
-        size = len(self.names)
-        present = np.zeros(size, dtype=bool)
+    def add_derived_columns(self) -> None:
+        """The columns the table knows without the store: `lastseen` and `system_tags`."""
+        size = self.label_set_of.size
+        present = ~np.isnan(self.updated)
         held: list[Any] = [None] * size
-        kinds: set[str] = set()
-        for node in self.ids.tolist():
-            parsed = self.parsed.get(node)
-            if parsed is None and key not in SPECIAL_KEYS:
-                text = self.texts[node]
-                loaded = json.loads(text) if text else {}
-                value = loaded.get(key) if isinstance(loaded, dict) else None
-            else:
-                value = self.properties(node).get(key)
-            if value is None:
-                continue
-            present[node] = True
-            held[node] = value
-            kinds.add(value_kind(value))
-        kind = kinds.pop() if len(kinds) == 1 else ("absent" if not kinds else "mixed")
-        if kind == "number" and any(abs(v) > EXACT_FLOAT for v in held if v is not None):
-            kind = "mixed"  # past 2**53 a float is not the integer: tested node by node
-        values: npt.NDArray[Any]
-        if kind == "number":
-            values = np.array([0 if v is None else v for v in held], dtype=np.float64)
-        elif kind == "bool":
-            values = np.array([bool(v) for v in held], dtype=bool)
-        else:
-            values = np.array(held, dtype=object)
-        found = Column(kind, values, present)
-        self.columns[key] = found
-        return found
+        for node in np.flatnonzero(present).tolist():
+            held[node] = iso_time(datetime.fromtimestamp(float(self.updated[node]), UTC))
+        self.columns["lastseen"] = Column.of(held, present, {"string"} if present.any() else set())
+        tags: list[Any] = [TIER_ZERO_TAG if zero else None for zero in self.tier_zero.tolist()]
+        self.columns["system_tags"] = Column.of(
+            tags, self.tier_zero.copy(), {"string"} if self.tier_zero.any() else set()
+        )
 
 
 EXACT_FLOAT = 2**53
+COLUMN_KEYS = frozenset({"objectid", "name"})  # properties the store holds as columns
 # Properties the table makes itself (graph.py's docstring), not read from the JSON text.
 SPECIAL_KEYS = frozenset({"objectid", "name", "lastseen", "system_tags"})
+WHOLE_MAPS = "\x00properties"  # the store's column of whole property maps (store/cypher.py)
 
 
 def value_kind(value: Any) -> str:
@@ -141,11 +138,76 @@ def value_kind(value: Any) -> str:
 class Column:
     """A property of every node: `kind` is the type every value has ("bool", "number",
     "string"), or "mixed" (filters on it are tested node by node), or "absent" (no node has
-    it); `values[id]` is a node's value where `present[id]`."""
+    it); `values[id]` is a node's value where `present[id]`. A number column holds floats
+    (so that filters compare in one numpy pass) and which of them were integers."""
 
     kind: str
     values: npt.NDArray[Any]
     present: npt.NDArray[np.bool_]
+    integral: npt.NDArray[np.bool_] | None = None
+
+    @classmethod
+    def of(cls, held: list[Any], present: npt.NDArray[np.bool_], kinds: set[str]) -> Column:
+        kind = kinds.pop() if len(kinds) == 1 else ("absent" if not kinds else "mixed")
+        if kind == "number" and any(abs(v) > EXACT_FLOAT for v in held if v is not None):
+            kind = "mixed"  # past 2**53 a float is not the integer: kept exact, node by node
+        if kind == "number":
+            values = np.array([0 if v is None else v for v in held], dtype=np.float64)
+            integral = np.array([isinstance(v, int) for v in held], dtype=bool)
+            return cls(kind, values, present, integral)
+        if kind == "bool":
+            return cls(kind, np.array([bool(v) for v in held], dtype=bool), present)
+        return cls(kind, np.array(held, dtype=object), present)
+
+    def value(self, node: int) -> Any:
+        if not self.present[node]:
+            return None
+        if self.kind == "bool":
+            return bool(self.values[node])
+        if self.kind == "number":
+            assert self.integral is not None
+            number = float(self.values[node])
+            return int(number) if self.integral[node] else number
+        return self.values[node]
+
+
+class ColumnMaker:
+    """A column made from the store's (id, value) rows, chunk by chunk: for a property,
+    each value as JSON text; the object id and the name as text."""
+
+    def __init__(self, key: str, size: int) -> None:
+        self.size, self.parse = size, key not in COLUMN_KEYS
+        self.present = np.zeros(size, dtype=bool)
+        self.held: list[Any] = [None] * size
+        self.kinds: set[str] = set()
+
+    def add(self, rows: list[Any]) -> None:
+        present, held, kinds, parse = self.present, self.held, self.kinds, self.parse
+        for node, value in rows:
+            if value is None or node >= self.size:  # past size: the next version has it
+                continue
+            if parse:
+                value = json.loads(value)
+                if value is None:
+                    continue
+            present[node] = True
+            held[node] = value
+            kinds.add(value_kind(value))
+
+    def made(self) -> Column:
+        return Column.of(self.held, self.present, self.kinds)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a query reads of the nodes beyond their labels (service.query_needs): the
+    properties by key, whether whole property maps, and the object ids its patterns and
+    WHERE name as constants (found in the store, exactly, before it runs)."""
+
+    keys: frozenset[str] = frozenset()
+    maps: bool = False
+    object_ids: frozenset[str] = frozenset()
+    relationship_properties: bool = False
 
 
 @dataclass
@@ -157,9 +219,26 @@ class QueryGraph:
     nodes: NodeTable
     kind_names: dict[int, str]
     edge_properties: dict[tuple[int, int, int], dict[str, Any]] | None = None
+    object_ids: dict[str, int] = field(default_factory=dict)  # Needs.object_ids found
 
     def kind_id(self, name: str) -> int | None:
         return self.index.kind_ids.get(name)
+
+    def node_of(self, object_id: str) -> int | None:
+        """The node with this object id: one the query names as a constant was found in the
+        store; any other is looked up in the index's hashes and checked in the objectid
+        column (which the query then reads)."""
+        if object_id in self.object_ids:
+            return self.object_ids[object_id]
+        node = self.index.object_ids.find(object_id)
+        if node is None or not self.nodes.exists(node):
+            return None
+        return node if self.nodes.value(node, "objectid") == object_id else None
+
+    def has_object_id(self, node: int, object_id: Any) -> bool:
+        if isinstance(object_id, str) and object_id in self.object_ids:
+            return self.object_ids[object_id] == node
+        return equals(self.nodes.value(node, "objectid"), object_id) is True
 
     def out_edges(self, node: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """The far ends and kinds of the node's outgoing relationships."""
@@ -190,43 +269,65 @@ class NodeTables:
         self.edge_properties: tuple[GraphVersion, dict[tuple[int, int, int], Any]] | None = None
         self.lock = asyncio.Lock()
 
-    async def read(
-        self, conn: Connection, paths: PathIndex, with_edge_properties: bool
-    ) -> QueryGraph:
-        """The graph as it is now: the index and the table of one version (read again,
-        once, if an ingest committed between the two)."""
+    async def read(self, conn: Connection, paths: PathIndex, needs: Needs) -> QueryGraph:
+        """The graph as it is now, with what the query needs of it: the index and the table
+        of one version (read again, once, if an ingest committed between the two)."""
         for _ in range(3):
             index = await paths.read(conn)
             async with self.lock:
                 if self.current is None or self.current.version != index.version:
                     self.current = await load_node_table(conn, index.version, index.size)
                 table = self.current
+                await read_columns(conn, table, needs)
                 edges = None
-                if with_edge_properties:
+                if needs.relationship_properties:
                     if self.edge_properties is None or self.edge_properties[0] != index.version:
                         self.edge_properties = (index.version, await load_edge_properties(conn))
                     edges = self.edge_properties[1]
             if table.version == await store_paths.read_graph_version(conn):
                 kind_names = {v: k for k, v in index.kind_ids.items()}
-                return QueryGraph(index, table, kind_names, edges)
+                found = await store.find_object_ids(conn, sorted(needs.object_ids))
+                return QueryGraph(index, table, kind_names, edges, found)
         raise RuntimeError("the graph kept changing while a query read it")
+
+
+async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> None:
+    """The columns the query reads that the table lacks, and the whole maps if it reads
+    them (a key with a double quote, which SQLite's JSON paths cannot name, is read from
+    the maps)."""
+    maps = needs.maps or any('"' in key for key in needs.keys - COLUMN_KEYS)
+    wanted = needs.keys | (COLUMN_KEYS if maps else frozenset())
+    for key in sorted(wanted - table.columns.keys()):
+        if '"' in key and key not in COLUMN_KEYS:
+            continue
+        maker = ColumnMaker(key, table.label_set_of.size)
+        async for rows in store.read_node_column(conn, key):
+            maker.add(rows)
+        table.columns[key] = maker.made()
+    if maps and table.texts is None:
+        texts: list[str | None] = [None] * table.label_set_of.size
+        async for rows in store.read_node_column(conn, WHOLE_MAPS):
+            for node, text in rows:
+                if node < len(texts):
+                    texts[node] = text
+        table.texts = texts
 
 
 async def load_node_table(conn: Connection, version: GraphVersion, size: int) -> NodeTable:
     ids: list[int] = []
-    object_ids: list[str | None] = [None] * size
-    names: list[str | None] = [None] * size
-    texts: list[str | None] = [None] * size
-    updated: list[datetime | None] = [None] * size
+    updated = np.full(size, np.nan, dtype=np.float64)
     tier_zero = np.zeros(size, dtype=bool)
     label_set_of = np.full(size, -1, dtype=np.int32)
     label_sets: dict[tuple[str, ...], int] = {}
+    parsed_kinds: dict[str, tuple[str, ...]] = {}  # a few distinct texts for a million nodes
     members: dict[str, list[int]] = {}
     async for rows in store.read_node_chunks(conn):
-        for node, object_id, name, kinds, properties, moment, zero in rows:
+        for node, kinds, moment, zero in rows:
             if node >= size:  # written after the index was read: the next version has it
                 continue
-            labels = tuple(json.loads(kinds))
+            labels = parsed_kinds.get(kinds)
+            if labels is None:
+                labels = parsed_kinds[kinds] = tuple(json.loads(kinds))
             if zero:
                 labels = (*labels, TIER_ZERO_LABEL)
                 tier_zero[node] = True
@@ -235,20 +336,21 @@ async def load_node_table(conn: Connection, version: GraphVersion, size: int) ->
             for label in labels:
                 members.setdefault(label, []).append(node)
             ids.append(node)
-            object_ids[node], names[node], texts[node] = object_id, name, properties
-            updated[node] = moment
-    return NodeTable(
+            if moment is not None:
+                if moment.tzinfo is None:
+                    moment = moment.replace(tzinfo=UTC)
+                updated[node] = moment.timestamp()
+    table = NodeTable(
         version,
         np.array(ids, dtype=np.int64),
-        object_ids,
-        names,
         list(label_sets),
         label_set_of,
         {label: np.array(nodes, dtype=np.int64) for label, nodes in members.items()},
-        texts,
         updated,
         tier_zero,
     )
+    table.add_derived_columns()
+    return table
 
 
 async def load_edge_properties(conn: Connection) -> dict[tuple[int, int, int], Any]:

@@ -105,13 +105,8 @@ class NodeTest:
         wanted = self.object_id(row)
         if not isinstance(wanted, str):
             return []
-        node = self.graph.index.object_ids.find(wanted)
-        nodes = self.graph.nodes
-        return (
-            [node]
-            if node is not None and nodes.exists(node) and nodes.object_ids[node] == wanted
-            else []
-        )
+        node = self.graph.node_of(wanted)
+        return [] if node is None else [node]
 
     def accepts_labels(self, node: int) -> bool:
         held = self.graph.nodes.labels(node)
@@ -125,9 +120,11 @@ class NodeTest:
                 return False
         if self.properties is not None:
             wanted = self.properties(row)
-            held_properties = nodes.properties(node)
             for key, value in (wanted or {}).items():
-                if equals(held_properties.get(key), value) is not True:
+                if key == "objectid":
+                    if not self.graph.has_object_id(node, value):
+                        return False
+                elif equals(nodes.value(node, key), value) is not True:
                     return False
         if self.variable is not None and self.variable in row:
             bound = row[self.variable]

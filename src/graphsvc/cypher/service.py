@@ -18,7 +18,7 @@ from graphsvc.cypher.answer import collect, graph_answer
 from graphsvc.cypher.errors import evaluation_errors
 from graphsvc.cypher.execute import Result, execute, explain
 from graphsvc.cypher.expressions import walk
-from graphsvc.cypher.graph import NodeTables, QueryGraph
+from graphsvc.cypher.graph import Needs, NodeTables, QueryGraph
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps, Run
 from graphsvc.errors import not_found
@@ -39,29 +39,62 @@ class CypherEngine:
     caps: Caps
 
 
-def reads_relationship_properties(query: syntax.Query) -> bool:
-    """Whether the query may read a relationship's properties (then they are loaded with the
-    graph): a relationship pattern's property map, a property of a relationship variable, or
-    any property read of something other than a plain variable."""
+def query_needs(query: syntax.Query, parameters: dict[str, Any]) -> Needs:
+    """What the query reads of the nodes beyond their labels, so that the node table has it
+    before the query runs (cypher/graph.py): every property key it names (`x.key`,
+    `x['key']`, a pattern's `{key: ...}`), whether it reads whole property maps, and the
+    object ids a pattern's `{objectid: ...}` names as a constant or a parameter (found in the
+    store; any other objectid read makes the table's objectid column). Relationship
+    properties are loaded when it may read one: a relationship pattern's property map, a
+    property of a relationship variable, or any property read of something other than a
+    plain variable."""
     relationships: set[str] = set()
-    nodes = []
-    for part in query.parts:
-        for clause in part.clauses:
-            nodes.extend(walk(clause))
-    for node in nodes:
-        if isinstance(node, syntax.RelationshipPattern):
-            if node.properties is not None:
-                return True
-            if node.variable is not None:
-                relationships.add(node.variable)
-    for node in nodes:
-        if isinstance(node, syntax.Property | syntax.Index):
-            subject = node.subject
+    parts: list[Any] = []
+    for single in query.parts:
+        for clause in single.clauses:
+            parts.extend(walk(clause))
+    keys: set[str] = set()
+    object_ids: set[str] = set()
+    maps = edge_properties = False
+
+    def pattern_map(properties: syntax.MapExpr | syntax.Parameter) -> list[tuple[str, Any]]:
+        if isinstance(properties, syntax.MapExpr):
+            return [
+                (k, v.value if isinstance(v, syntax.Literal) else parameters.get(v.name))
+                if isinstance(v, syntax.Literal | syntax.Parameter)
+                else (k, v)
+                for k, v in properties.items
+            ]
+        given = parameters.get(properties.name)
+        return list(given.items()) if isinstance(given, dict) else []
+
+    for part in parts:
+        if isinstance(part, syntax.RelationshipPattern):
+            if part.properties is not None:
+                edge_properties = True
+            if part.variable is not None:
+                relationships.add(part.variable)
+        elif isinstance(part, syntax.NodePattern) and part.properties is not None:
+            for key, value in pattern_map(part.properties):
+                if key == "objectid" and isinstance(value, str):
+                    object_ids.add(value)
+                else:
+                    keys.add(key)
+    for part in parts:
+        if isinstance(part, syntax.Property):
+            subject = part.subject
+            keys.add(part.key)  # a relationship's variable may name a node in a later part
             if not isinstance(subject, syntax.Variable) or subject.name in relationships:
-                return True
-        if isinstance(node, syntax.FunctionCall) and node.name in ("properties", "keys"):
-            return True
-    return False
+                edge_properties = True
+        elif isinstance(part, syntax.Index):
+            edge_properties = True
+            if isinstance(part.index, syntax.Literal) and isinstance(part.index.value, str):
+                keys.add(part.index.value)
+            else:
+                maps = True
+        elif isinstance(part, syntax.FunctionCall) and part.name in ("properties", "keys"):
+            maps = edge_properties = True
+    return Needs(frozenset(keys), maps, frozenset(object_ids), edge_properties)
 
 
 def cypher_caps(settings: Settings) -> Caps:
@@ -82,7 +115,7 @@ async def in_thread(run: Run, work: Callable[[], T]) -> T:
 async def query_graph(
     conn: Connection, engine: CypherEngine, query: syntax.Query, parameters: dict[str, Any]
 ) -> tuple[QueryGraph, Run]:
-    graph = await engine.tables.read(conn, engine.paths, reads_relationship_properties(query))
+    graph = await engine.tables.read(conn, engine.paths, query_needs(query, parameters))
     return graph, Run(graph, parameters, engine.caps)
 
 
@@ -93,6 +126,14 @@ async def run_query(
     query = parse(text)
     graph, run = await query_graph(conn, engine, query, parameters)
     return graph, await in_thread(run, lambda: execute(query, run))
+
+
+async def node_names(conn: Connection, result: Result) -> dict[int, str]:
+    """id -> name (or object id, without one) of the nodes in the rows."""
+    found = collect(result)
+    ids = sorted({*found.nodes, *(n for rel in found.rels for n in (rel.start, rel.end))})
+    stored = await store.read_nodes(conn, ids) if ids else {}
+    return {node: name or object_id for node, (object_id, name, _, _) in stored.items()}
 
 
 async def explain_query(
@@ -108,6 +149,7 @@ async def cypher_query(
 ) -> wire.CypherResponse:
     graph, result = await run_query(conn, engine, body.query, body.parameters)
     found = collect(result)
+    nodes = await store.read_nodes(conn, list(found.nodes)) if found.nodes else {}
     edges: dict[tuple[int, int, int], tuple[dict[str, Any], datetime]] = {}
     if found.rels:
         ends = sorted({end for rel in found.rels for end in (rel.start, rel.end)})
@@ -117,4 +159,4 @@ async def cypher_query(
     if not found.nodes and not found.rels and not found.literals:
         raise not_found("resource not found: the query matched nothing", "cypher")
     with evaluation_errors():  # a parameter nested too deep to write back, say
-        return graph_answer(graph, found, edges, body.include_properties)
+        return graph_answer(graph, found, nodes, edges, body.include_properties)

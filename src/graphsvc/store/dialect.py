@@ -103,6 +103,14 @@ def json_property_equals(dialect: Dialect, column: str, key_param: str, value_pa
     return f"(({column})::jsonb -> {key_param}) = {value_param}::jsonb"
 
 
+def json_member(dialect: Dialect, column: str, key_param: str) -> str:
+    """SQL for a top-level property of a JSON text column as JSON text (NULL where absent).
+    The key may not hold a double quote (SQLite's path quotes it with them)."""
+    if dialect == "sqlite":
+        return f"({column} -> ('$.\"' || {key_param} || '\"'))"
+    return f"((({column})::jsonb -> {key_param})::text)"
+
+
 def json_value_param(dialect: Dialect, value: str | float | bool) -> object:
     # SQLite's json_extract yields native values (true as 1); PostgreSQL compares jsonb.
     return value if dialect == "sqlite" else json.dumps(value)
