@@ -549,3 +549,20 @@ def test_floats_are_written_as_cypher_writes_them(v6: Both) -> None:
         "-2.5E-300", "NaN", "Infinity", "-Infinity",
     ]  # fmt: skip
     assert written == [[text, "x" + text] for text in expected]
+
+
+def test_object_ids_named_as_constants_and_computed_find_the_same_node(v6: Both) -> None:
+    constant = v6.ours("MATCH (g {objectid: $da}) RETURN g.name", {"da": DOMAIN_ADMINS})
+    computed = v6.ours(
+        "MATCH (g:Group {objectid: $da}) MATCH (x {objectid: g.objectid}) RETURN x.name",
+        {"da": DOMAIN_ADMINS},
+    )
+    in_where = v6.ours("MATCH (x) WHERE x.objectid = $da RETURN x.name", {"da": DOMAIN_ADMINS})
+    assert constant == computed == in_where == [["DOMAIN ADMINS@TESTLAB.LOCAL"]]
+    assert v6.ours("MATCH (g {objectid: 'S-1-5-21-NO-SUCH'}) RETURN g") == []
+
+
+def test_a_key_the_stores_json_paths_cannot_name_is_read_from_the_whole_maps(v6: Both) -> None:
+    every = v6.ours("MATCH (n:User) RETURN count(n)")
+    assert v6.ours('MATCH (n:User) WHERE n.`a"b` IS NULL RETURN count(n)') == every
+    assert v6.ours('MATCH (n:User) RETURN DISTINCT n.`a"b`') == [[None]]

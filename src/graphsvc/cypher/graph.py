@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from graphsvc.cypher.values import equals
+from graphsvc.graph.path_index import node_dtype
 from graphsvc.store import cypher as store
 from graphsvc.store import paths as store_paths
 from graphsvc.store.db import Connection
@@ -51,10 +52,10 @@ class NodeTable:
     a version, by the first query that needs them."""
 
     version: GraphVersion
-    ids: npt.NDArray[np.int64]  # every node's id, ascending
+    ids: npt.NDArray[np.signedinteger[Any]]  # every node's id, ascending
     label_sets: list[tuple[str, ...]]  # the distinct sets of labels
     label_set_of: npt.NDArray[np.int32]  # by id: its set's position (-1: no node)
-    by_label: dict[str, npt.NDArray[np.int64]]  # label -> its nodes' ids, ascending
+    by_label: dict[str, npt.NDArray[np.signedinteger[Any]]]  # label -> its nodes' ids, ascending
     updated: npt.NDArray[np.float64]  # by id: when last written, epoch seconds (NaN: never)
     tier_zero: npt.NDArray[np.bool_]
     columns: dict[str, Column] = field(default_factory=dict)
@@ -342,10 +343,10 @@ async def load_node_table(conn: Connection, version: GraphVersion, size: int) ->
                 updated[node] = moment.timestamp()
     table = NodeTable(
         version,
-        np.array(ids, dtype=np.int64),
+        np.array(ids, dtype=node_dtype(size)),  # 4 bytes a node below 2**31 nodes
         list(label_sets),
         label_set_of,
-        {label: np.array(nodes, dtype=np.int64) for label, nodes in members.items()},
+        {label: np.array(nodes, dtype=node_dtype(size)) for label, nodes in members.items()},
         updated,
         tier_zero,
     )
