@@ -566,3 +566,19 @@ def test_a_key_the_stores_json_paths_cannot_name_is_read_from_the_whole_maps(v6:
     every = v6.ours("MATCH (n:User) RETURN count(n)")
     assert v6.ours('MATCH (n:User) WHERE n.`a"b` IS NULL RETURN count(n)') == every
     assert v6.ours('MATCH (n:User) RETURN DISTINCT n.`a"b`') == [[None]]
+
+
+def test_properties_a_query_reads_are_those_the_answer_shows(env: Env) -> None:
+    ingest(env, *sorted(V6.glob("*.json")))
+    query = (
+        "MATCH (n:User:Tag_Tier_Zero) RETURN n, properties(n) AS p, keys(n) AS k,"
+        " n.lastseen AS seen, n.system_tags AS tags, n.objectid AS id LIMIT 1"
+    )
+    response = post(env, {"query": query, "include_properties": True})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    (node,) = data["nodes"].values()
+    read = {literal["key"]: literal["value"] for literal in data["literals"]}
+    assert read["p"] == node["properties"] and read["k"] == sorted(node["properties"])
+    assert read["seen"] == node["properties"]["lastseen"] and read["tags"] == "admin_tier_0"
+    assert read["id"] == node["objectId"] == node["properties"]["objectid"]

@@ -173,7 +173,8 @@ def query_graph(graph: Graph) -> QueryGraph:
         np.full(size, np.nan),
         np.zeros(size, dtype=bool),
     )
-    table.add_derived_columns()
+    for key in ("lastseen", "system_tags"):
+        table.columns[key] = table.derived_column(key)
     # Every property as a column, as the store's reads would make them, and the whole maps.
     for key in {key for _, properties in graph.nodes for key in properties}:
         maker = ColumnMaker(key, size)

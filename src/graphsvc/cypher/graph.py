@@ -104,18 +104,20 @@ class NodeTable:
             self.parsed[node] = found
         return found
 
-    def add_derived_columns(self) -> None:
-        """The columns the table knows without the store: `lastseen` and `system_tags`."""
+    def derived_column(self, key: str) -> Column:
+        """A column the table makes without the store: `lastseen` from the times, and
+        `system_tags` from tier zero."""
         size = self.label_set_of.size
-        present = ~np.isnan(self.updated)
         held: list[Any] = [None] * size
-        for node in np.flatnonzero(present).tolist():
-            held[node] = iso_time(datetime.fromtimestamp(float(self.updated[node]), UTC))
-        self.columns["lastseen"] = Column.of(held, present, {"string"} if present.any() else set())
-        tags: list[Any] = [TIER_ZERO_TAG if zero else None for zero in self.tier_zero.tolist()]
-        self.columns["system_tags"] = Column.of(
-            tags, self.tier_zero.copy(), {"string"} if self.tier_zero.any() else set()
-        )
+        if key == "lastseen":
+            present = ~np.isnan(self.updated)
+            for node in np.flatnonzero(present).tolist():
+                held[node] = iso_time(datetime.fromtimestamp(float(self.updated[node]), UTC))
+        else:
+            present = self.tier_zero.copy()
+            for node in np.flatnonzero(present).tolist():
+                held[node] = TIER_ZERO_TAG
+        return Column.of(held, present, {"string"} if present.any() else set())
 
 
 EXACT_FLOAT = 2**53
@@ -297,8 +299,11 @@ async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> None
     them (a key with a double quote, which SQLite's JSON paths cannot name, is read from
     the maps)."""
     maps = needs.maps or any('"' in key for key in needs.keys - COLUMN_KEYS)
-    wanted = needs.keys | (COLUMN_KEYS if maps else frozenset())
+    wanted = needs.keys | (SPECIAL_KEYS if maps else frozenset())
     for key in sorted(wanted - table.columns.keys()):
+        if key in SPECIAL_KEYS - COLUMN_KEYS:
+            table.columns[key] = table.derived_column(key)
+            continue
         if '"' in key and key not in COLUMN_KEYS:
             continue
         maker = ColumnMaker(key, table.label_set_of.size)
@@ -341,7 +346,7 @@ async def load_node_table(conn: Connection, version: GraphVersion, size: int) ->
                 if moment.tzinfo is None:
                     moment = moment.replace(tzinfo=UTC)
                 updated[node] = moment.timestamp()
-    table = NodeTable(
+    return NodeTable(
         version,
         np.array(ids, dtype=node_dtype(size)),  # 4 bytes a node below 2**31 nodes
         list(label_sets),
@@ -350,8 +355,6 @@ async def load_node_table(conn: Connection, version: GraphVersion, size: int) ->
         updated,
         tier_zero,
     )
-    table.add_derived_columns()
-    return table
 
 
 async def load_edge_properties(conn: Connection) -> dict[tuple[int, int, int], Any]:
