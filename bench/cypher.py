@@ -15,8 +15,8 @@ with the row counts, which must agree. Then the bytes the index and the node tab
 (with the columns the queries made), and `/health`'s latency on a served graphsvc idle and
 while it runs a query that keeps a core busy for seconds.
 
-Writes bench/results/cypher.json. Nothing is asserted on speed. `--smoke` (CI): one small
-size, three runs.
+Writes bench/results/cypher.json (each size its latest run). Nothing is asserted on speed.
+`--smoke` (CI): one small size, three runs.
 """
 
 from __future__ import annotations
@@ -393,9 +393,10 @@ def main() -> None:
             " relationship; columns, bytes a node: "
             + ", ".join(f"{k} {v}" for k, v in held["column_bytes_per_node"].items())
         )
-    if not args.smoke:
+    if not args.smoke:  # each size's latest run, beside the other sizes' runs
         RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        RESULTS.write_text(json.dumps({**earlier, **results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from graphsvc.store.db import Connection, Row
 from graphsvc.store.dialect import in_list, json_member, list_param
+from graphsvc.store.paging import chunks_by_id
 
 # Rows read per statement while the node table is built (bounds the rows held at once).
 NODE_CHUNK = 20_000
@@ -18,18 +19,10 @@ EDGE_CHUNK = 50_000
 async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
     """Every node as rows of (id, kinds as JSON text, updated_at, whether it is in a domain's
     tier zero), in chunks, by id."""
-    last = 0
-    while True:
-        rows = await conn.fetch(
-            """SELECT n.id, n.kinds, n.updated_at,
-                EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
-            FROM nodes n WHERE n.id > $1 ORDER BY n.id LIMIT $2""",
-            last,
-            NODE_CHUNK,
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
+    query = """SELECT n.id, n.kinds, n.updated_at,
+            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
+        FROM nodes n WHERE n.id > $1 ORDER BY n.id LIMIT $2"""
+    async for rows in chunks_by_id(conn, query, NODE_CHUNK):
         yield rows
 
 
@@ -45,17 +38,8 @@ async def read_node_column(conn: Connection, key: str) -> AsyncIterator[list[Row
     column = NODE_COLUMNS.get(key)
     selected = column if column is not None else json_member(conn.dialect, "properties", "$3")
     extra = () if column is not None else (key,)
-    last = 0
-    while True:
-        rows = await conn.fetch(
-            f"SELECT id, {selected} FROM nodes WHERE id > $1 ORDER BY id LIMIT $2",
-            last,
-            NODE_CHUNK,
-            *extra,
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
+    query = f"SELECT id, {selected} FROM nodes WHERE id > $1 ORDER BY id LIMIT $2"
+    async for rows in chunks_by_id(conn, query, NODE_CHUNK, *extra):
         yield rows
 
 
@@ -82,17 +66,9 @@ async def find_object_ids(conn: Connection, object_ids: Sequence[str]) -> dict[s
 async def read_edge_property_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
     """Every edge as rows of (id, start id, end id, kind id, properties as JSON text,
     updated_at), in chunks, by id."""
-    last = 0
-    while True:
-        rows = await conn.fetch(
-            """SELECT id, start_id, end_id, kind_id, properties, updated_at FROM edges
-            WHERE id > $1 ORDER BY id LIMIT $2""",
-            last,
-            EDGE_CHUNK,
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
+    query = """SELECT id, start_id, end_id, kind_id, properties, updated_at FROM edges
+        WHERE id > $1 ORDER BY id LIMIT $2"""
+    async for rows in chunks_by_id(conn, query, EDGE_CHUNK):
         yield rows
 
 

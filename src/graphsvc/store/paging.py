@@ -1,9 +1,9 @@
 """What the list operations share: the page and time window asked for, the sort keys, one page
-of rows with the total, and ORDER BY."""
+of rows with the total, and ORDER BY; and the reads of a whole table in chunks by id."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -77,3 +77,17 @@ def order_clause(sort: Sequence[SortKey], columns: dict[str, str], tie: str) -> 
     """ORDER BY from sort keys already checked against `columns` (API name: SQL column)."""
     parts = [f"{columns[name]} {'DESC' if desc else 'ASC'}" for name, desc in sort]
     return ", ".join([*parts, tie])
+
+
+async def chunks_by_id(
+    conn: Connection, query: str, size: int, *params: Any
+) -> AsyncIterator[list[Row]]:
+    """Every row `query` selects, in chunks of `size`, by its first column (an id): the query
+    ends `WHERE <id> > $1 ORDER BY <id> LIMIT $2`, and its own parameters are $3 on."""
+    last = 0
+    while True:
+        rows = await conn.fetch(query, last, size, *params)
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield rows

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from graphsvc.store.db import Connection, Row
 from graphsvc.store.dialect import in_list, json_property_equals, json_value_param, list_param
+from graphsvc.store.paging import chunks_by_id
 
 # Rows read per statement while building the path index (bounds the rows held at once).
 EDGE_CHUNK = 50_000
@@ -50,34 +51,18 @@ async def count_edges(conn: Connection) -> int:
 async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
     """Every edge as rows of (id, start id, end id, kind id), in chunks of EDGE_CHUNK, by
     edge id."""
-    last = 0
-    while True:
-        rows = await conn.fetch(
-            "SELECT id, start_id, end_id, kind_id FROM edges WHERE id > $1 ORDER BY id LIMIT $2",
-            last,
-            EDGE_CHUNK,
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
+    query = "SELECT id, start_id, end_id, kind_id FROM edges WHERE id > $1 ORDER BY id LIMIT $2"
+    async for rows in chunks_by_id(conn, query, EDGE_CHUNK):
         yield rows
 
 
 async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
     """Every node as rows of (id, object id, whether it is a user, computer or group a
     collection reported, not a stub), in chunks of NODE_CHUNK, by id."""
-    last = 0
-    while True:
-        rows = await conn.fetch(
-            """SELECT id, object_id,
-                run_number IS NOT NULL AND label IN ('User', 'Computer', 'Group')
-            FROM nodes WHERE id > $1 ORDER BY id LIMIT $2""",
-            last,
-            NODE_CHUNK,
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
+    query = """SELECT id, object_id,
+            run_number IS NOT NULL AND label IN ('User', 'Computer', 'Group')
+        FROM nodes WHERE id > $1 ORDER BY id LIMIT $2"""
+    async for rows in chunks_by_id(conn, query, NODE_CHUNK):
         yield rows
 
 
