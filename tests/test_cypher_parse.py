@@ -1050,3 +1050,11 @@ def test_any_text_parses_or_is_refused(text: str) -> None:
             "cypher_unsupported",
         )
         assert error.message == "the query is empty" or error.message.startswith("line ")
+
+
+def test_the_tree_of_a_short_text_is_kept_and_a_long_one_parsed_again() -> None:
+    short = "MATCH (n:User) RETURN count(n)"
+    assert parse(short) is parse(short)
+    long = "MATCH (n:User) WHERE n.name IN [" + ", ".join(["'x'"] * 1500) + "] RETURN n"
+    assert len(long) > 4096
+    assert parse(long) == parse(long) and parse(long) is not parse(long)

@@ -78,9 +78,27 @@ __all__ = ["ApiError", "parse"]
 _LARGEST_INT = 2**63 - 1
 
 
+# Parsing is about half of a short query's time (1 ms of 2.1 for `MATCH (n:Computer) RETURN
+# count(n)`), and scripts and dashboards ask the same texts again: the trees of the latest
+# texts are kept (they are immutable). Only short texts, so that what is kept stays small.
+KEPT_TREES = 512
+KEPT_TEXT_CHARACTERS = 4096
+
+
 def parse(text: str) -> Query:
     """The syntax tree of the query `text`; raises `ApiError` (400) when it is not one that
     graphsvc runs."""
+    if len(text) <= KEPT_TEXT_CHARACTERS:
+        return _parse_kept(text)
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=KEPT_TREES)
+def _parse_kept(text: str) -> Query:
+    return _parse(text)
+
+
+def _parse(text: str) -> Query:
     if not text.strip():
         raise ApiError(400, "the query is empty", "cypher", code="cypher_empty")
     try:
