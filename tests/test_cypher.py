@@ -242,6 +242,11 @@ def test_shortest_paths_have_falkordbs_lengths_and_all_of_them_its_paths(v6: Bot
         asked,
     )
     assert sorted(every, key=repr) == sorted(all_theirs, key=repr) and len(every) >= len(mine)
+    # The end named inline: one end, many starts, searched back from it (`many_to_one`).
+    inline = f"MATCH p = shortestPath((u:User)-[:{KINDS}*1..]->(g:Group {{objectid: $da}}))"
+    assert sorted(v6.ours(f"{inline} RETURN u.name, length(p)", asked)) == sorted(theirs)
+    paths = v6.ours(f"{inline} RETURN p", asked)
+    assert len(paths) == len(mine) and all(path in every for path in paths)
 
 
 def test_the_attack_path_macros_walk_the_traversable_kinds(v6: Both) -> None:
