@@ -587,3 +587,16 @@ def test_properties_a_query_reads_are_those_the_answer_shows(env: Env) -> None:
     assert read["p"] == node["properties"] and read["k"] == sorted(node["properties"])
     assert read["seen"] == node["properties"]["lastseen"] and read["tags"] == "admin_tier_0"
     assert read["id"] == node["objectId"] == node["properties"]["objectid"]
+
+
+def test_a_pattern_map_given_as_a_parameter_must_be_a_map(v6: Both) -> None:
+    named = v6.ours("MATCH (n:Group $p) RETURN n.name", {"p": {"objectid": DOMAIN_ADMINS}})
+    assert named == [["DOMAIN ADMINS@TESTLAB.LOCAL"]]
+    for given in (None, 5, ["objectid"]):
+        with pytest.raises(ApiError) as refused:
+            v6.ours("MATCH (n:Group $p) RETURN n.name", {"p": given})
+        assert refused.value.status == 400
+        assert "a pattern's property map $p must be a map" in refused.value.message
+    with pytest.raises(ApiError) as refused:
+        v6.ours("MATCH (n)-[r:MemberOf $q]->(g) RETURN count(r)", {"q": None})
+    assert "a pattern's property map $q must be a map, got NULL" in refused.value.message

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphsvc.cypher import syntax
-from graphsvc.cypher.errors import semantic_error
-from graphsvc.cypher.values import Node, Path, Rel, equals
+from graphsvc.cypher.errors import semantic_error, type_error
+from graphsvc.cypher.values import Node, Path, Rel, equals, type_name
 
 if TYPE_CHECKING:
     from graphsvc.cypher.expressions import Compiler
@@ -74,6 +74,25 @@ def split_conjuncts(expr: syntax.Expr | None) -> list[syntax.Expr]:
     return [expr]
 
 
+def pattern_map(
+    compiler: Compiler, properties: syntax.MapExpr | syntax.Parameter | None, scope: frozenset[str]
+) -> Callable[[Row], Any] | None:
+    """A pattern's property map compiled; one given as a parameter must be a map (a null
+    would otherwise ask nothing and match every node)."""
+    if properties is None:
+        return None
+    compiled = compiler.compile(properties, scope)
+    if isinstance(properties, syntax.Parameter):
+        given = compiler.run.parameters[properties.name]
+        if not isinstance(given, dict):
+            raise type_error(
+                properties.at,
+                f"a pattern's property map ${properties.name} must be a map, "
+                f"got {type_name(given)}",
+            )
+    return compiled
+
+
 class NodeTest:
     """What a node pattern asks of the node bound to it: labels, inline properties, and
     being the node already bound to its variable. An inline `objectid` whose value the row
@@ -89,9 +108,7 @@ class NodeTest:
     ) -> None:
         self.variable = pattern.variable
         self.labels = pattern.labels
-        self.properties = (
-            compiler.compile(pattern.properties, scope) if pattern.properties is not None else None
-        )
+        self.properties = pattern_map(compiler, pattern.properties, scope)
         self.graph = compiler.run.graph
         self.object_id: Callable[[Row], Any] | None = None
         if isinstance(pattern.properties, syntax.MapExpr):
@@ -151,9 +168,7 @@ class RelTest:
         self.kind_mask = (
             graph.index.kind_mask(expand_macros(pattern.types)) if pattern.types else None
         )
-        self.properties = (
-            compiler.compile(pattern.properties, scope) if pattern.properties is not None else None
-        )
+        self.properties = pattern_map(compiler, pattern.properties, scope)
         self.graph = graph
 
     def steps(self, node: int, reverse: bool) -> Iterator[tuple[int, Rel]]:
