@@ -594,3 +594,32 @@ def test_a_pattern_map_given_as_a_parameter_must_be_a_map(v6: Both) -> None:
     with pytest.raises(ApiError) as refused:
         v6.ours("MATCH (n)-[r:MemberOf $q]->(g) RETURN count(r)", {"q": None})
     assert "a pattern's property map $q must be a map, got NULL" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        "MATCH (u:User)",
+        "MATCH (u:User {enabled: true})",
+        "MATCH (u:User) WHERE u.enabled AND u.name CONTAINS '@'",
+        "MATCH (u:Group:Base)",
+    ],
+)
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "RETURN u.name, u.objectid, u.enabled",
+        "RETURN u, u.name AS name SKIP 2 LIMIT 3",
+        "RETURN u.admincount LIMIT $few",
+        "RETURN count(u), count(*) AS rows",
+    ],
+)
+def test_a_one_node_match_read_off_the_columns_answers_as_the_general_plan(
+    v6: Both, match: str, returned: str
+) -> None:
+    """The single-node plan (`plan.plan_single_node`) against the general one, which a
+    `WITH` between the clauses makes the query take: the same rows in the same order."""
+    given = {"few": 4}
+    direct = v6.ours(f"{match} {returned}", given)
+    general = v6.ours(f"{match} WITH u {returned}", given)
+    assert direct == general and direct

@@ -36,7 +36,7 @@ from graphsvc.cypher.match import (
     split_conjuncts,
 )
 from graphsvc.cypher.runtime import Run
-from graphsvc.cypher.values import compare, group_key, order_key, type_name
+from graphsvc.cypher.values import Node, compare, group_key, order_key, type_name
 
 Row = dict[str, Any]
 
@@ -102,9 +102,9 @@ def plan_query(query: syntax.Query, run: Run) -> Plan:
 
 
 def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Step], list[str]]:
-    counted = plan_count(query, compiler)
-    if counted is not None:
-        return counted
+    single = plan_single_node(query, compiler)
+    if single is not None:
+        return single
     scope: frozenset[str] = frozenset()
     steps: list[Step] = []
     columns: list[str] = []
@@ -127,12 +127,13 @@ def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Ste
     return steps, columns
 
 
-def plan_count(
+def plan_single_node(
     query: syntax.SingleQuery, compiler: Compiler
 ) -> tuple[list[Step], list[str]] | None:
-    """`MATCH (n:L {..}) WHERE .. RETURN count(n)` (or `count(*)`) when the columns decide the
-    whole MATCH: the count of the nodes they leave, with no row made for each (None for any
-    other query)."""
+    """`MATCH (n:L {..}) WHERE .. RETURN ..` when the columns decide the whole MATCH and the
+    RETURN is counts of the node (`count(n)`, `count(*)`), or the node and its properties
+    without DISTINCT or ORDER BY: the nodes the columns leave, counted with no row made for
+    each, or their values read straight off the columns (None for any other query)."""
     if len(query.clauses) != 2:
         return None
     match, returned = query.clauses
@@ -141,28 +142,21 @@ def plan_count(
     if not isinstance(returned, syntax.Return):
         return None
     projection = returned.projection
-    if projection.order or projection.skip is not None or projection.limit is not None:
+    if projection.star or not projection.items or projection.order or projection.distinct:
         return None
-    if projection.star or not projection.items:
-        return None
-    elements = match.patterns[0].elements
-    variable = elements[0].variable if len(elements) == 1 else None
-    for item in projection.items:
-        counted = item.expression
-        if isinstance(counted, syntax.CountStar):
-            continue
-        if not (
-            variable is not None
-            and isinstance(counted, syntax.FunctionCall)
-            and counted.name == "count"
-            and len(counted.args) == 1
-            and isinstance(counted.args[0], syntax.Variable)
-            and counted.args[0].name == variable
-        ):
-            return None
     names = [item.name for item in projection.items]
     if len(set(names)) != len(names):
         return None  # refused as the general plan refuses it
+    elements = match.patterns[0].elements
+    variable = elements[0].variable if len(elements) == 1 else None
+    if variable is None:
+        return None
+    counts = all(counts_node(item.expression, variable) for item in projection.items)
+    keys = [read_of(item.expression, variable) for item in projection.items]
+    if not counts and any(key is None for key in keys):
+        return None
+    if counts and (projection.skip is not None or projection.limit is not None):
+        return None
     pattern = match.patterns[0]
     conjuncts = [
         Conjunct(compiler.predicate(part, pattern_variables(pattern)), free_variables(part), part)
@@ -171,16 +165,62 @@ def plan_count(
     matcher = compile_pattern(compiler, pattern, frozenset(), conjuncts)
     if not isinstance(matcher, SingleNodes) or conjuncts:
         return None
-    total = int(matcher.nodes.size)
+    shown = f"MATCH {describe_pattern(pattern)} RETURN {', '.join(names)}"
+    if counts:
+        total = int(matcher.nodes.size)
 
-    def count(rows: Iterable[Row]) -> Iterator[Row]:
+        def count(rows: Iterable[Row]) -> Iterator[Row]:
+            for _ in rows:
+                yield {name: total for name in names}
+
+        return [Step(f"{shown}: counted from the columns", count)], names
+
+    skip = constant_count(projection.skip, compiler, "SKIP") or 0
+    limit = constant_count(projection.limit, compiler, "LIMIT")
+    nodes = matcher.nodes[skip : None if limit is None else skip + limit]
+    table, run = compiler.run.graph.nodes, compiler.run
+    columns = [
+        (name, None if not key else table.column(key))
+        for name, key in zip(names, keys, strict=True)
+    ]
+
+    def read(rows: Iterable[Row]) -> Iterator[Row]:
         for _ in rows:
-            yield {name: total for name in names}
+            for node in nodes.tolist():
+                run.tick()
+                yield {
+                    name: Node(node) if column is None else column.value(node)
+                    for name, column in columns
+                }
 
-    description = (
-        f"MATCH {describe_pattern(pattern)} RETURN {', '.join(names)}: counted from the columns"
+    return [Step(f"{shown}: read from the columns", read)], names
+
+
+def counts_node(expr: syntax.Expr, variable: str) -> bool:
+    """`count(*)`, or `count(v)` / `count(DISTINCT v)` of the node variable."""
+    if isinstance(expr, syntax.CountStar):
+        return True
+    return (
+        isinstance(expr, syntax.FunctionCall)
+        and expr.name == "count"
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], syntax.Variable)
+        and expr.args[0].name == variable
     )
-    return [Step(description, count)], names
+
+
+def read_of(expr: syntax.Expr, variable: str) -> str | None:
+    """What an item reads of the node variable: "" for the node itself, the key for `v.key`,
+    None for anything else."""
+    if isinstance(expr, syntax.Variable) and expr.name == variable:
+        return ""
+    if (
+        isinstance(expr, syntax.Property)
+        and isinstance(expr.subject, syntax.Variable)
+        and expr.subject.name == variable
+    ):
+        return expr.key
+    return None
 
 
 # --- MATCH ---------------------------------------------------------------------------------
