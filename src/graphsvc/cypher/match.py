@@ -698,6 +698,17 @@ def filter_columns(
     return ids[keep].tolist(), properties_tested, remaining
 
 
+def property_key(expr: syntax.Expr, variable: str | None) -> str | None:
+    """The key `expr` reads when it is `variable.key`; None for anything else."""
+    if (
+        isinstance(expr, syntax.Property)
+        and isinstance(expr.subject, syntax.Variable)
+        and expr.subject.name == variable
+    ):
+        return expr.key
+    return None
+
+
 def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, ids: Any) -> Any:
     """The mask of the candidates a WHERE part keeps, or None when it is not one the
     columns decide: `v.key`, `NOT v.key`, `v.key IS [NOT] NULL`, `v.key OP constant`."""
@@ -707,13 +718,7 @@ def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, 
     nodes = compiler.run.graph.nodes
 
     def key_of(part: syntax.Expr) -> str | None:
-        if (
-            isinstance(part, syntax.Property)
-            and isinstance(part.subject, syntax.Variable)
-            and part.subject.name == variable
-        ):
-            return part.key
-        return None
+        return property_key(part, variable)
 
     true = syntax.Literal(True, at=expr.at)
     if key_of(expr) is not None:

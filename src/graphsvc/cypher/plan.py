@@ -33,6 +33,7 @@ from graphsvc.cypher.match import (
     compile_pattern,
     free_variables,
     pattern_variables,
+    property_key,
     split_conjuncts,
 )
 from graphsvc.cypher.runtime import Run
@@ -214,13 +215,7 @@ def read_of(expr: syntax.Expr, variable: str) -> str | None:
     None for anything else."""
     if isinstance(expr, syntax.Variable) and expr.name == variable:
         return ""
-    if (
-        isinstance(expr, syntax.Property)
-        and isinstance(expr.subject, syntax.Variable)
-        and expr.subject.name == variable
-    ):
-        return expr.key
-    return None
+    return property_key(expr, variable)
 
 
 # --- MATCH ---------------------------------------------------------------------------------
