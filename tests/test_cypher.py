@@ -580,6 +580,7 @@ def test_properties_a_query_reads_are_those_the_answer_shows(env: Env) -> None:
     read = {literal["key"]: literal["value"] for literal in data["literals"]}
     assert read["p"] == node["properties"] and read["k"] == sorted(node["properties"])
     assert read["seen"] == node["properties"]["lastseen"] and read["tags"] == "admin_tier_0"
+    assert node["properties"]["system_tags"] == "admin_tier_0"
     assert read["id"] == node["objectId"] == node["properties"]["objectid"]
 
 

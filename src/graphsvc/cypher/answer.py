@@ -8,7 +8,6 @@ one. Edges are listed once each (the reference repeats an edge met in several ro
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from msgspec import UNSET
 from graphsvc import wire
 from graphsvc.cypher.execute import Result
 from graphsvc.cypher.functions import format_datetime
-from graphsvc.cypher.graph import TIER_ZERO_TAG, QueryGraph, iso_time
+from graphsvc.cypher.graph import QueryGraph, cypher_properties, iso_time
 from graphsvc.cypher.values import DateTime, Duration, Node, Path, Rel
 from graphsvc.store.db import Row
 
@@ -108,16 +107,10 @@ def node_entry(
     labels = graph.nodes.labels(node)
     properties: Any = UNSET
     if include_properties:
-        parsed = json.loads(text) if text else {}
-        properties = {
-            **(parsed if isinstance(parsed, dict) else {}),
-            "objectid": object_id,
-            "name": name,
-        }
-        if moment is not None:
-            properties["lastseen"] = iso_time(moment)
-        if graph.nodes.tier_zero[node]:
-            properties["system_tags"] = TIER_ZERO_TAG
+        lastseen = iso_time(moment) if moment is not None else None
+        properties = cypher_properties(
+            text, object_id, name, lastseen, bool(graph.nodes.tier_zero[node])
+        )
     return wire.CypherNode(
         label=name or object_id or "",
         kind=primary_kind(labels),

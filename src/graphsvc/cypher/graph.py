@@ -92,15 +92,13 @@ class NodeTable:
         if found is None:
             if self.texts is None:
                 raise RuntimeError("a query read whole property maps it was not given")
-            text = self.texts[node]
-            found = json.loads(text) if text else {}
-            if not isinstance(found, dict):
-                found = {}
-            for key in SPECIAL_KEYS:
-                found.pop(key, None)
-                value = self.columns[key].value(node)
-                if value is not None:
-                    found[key] = value
+            found = cypher_properties(
+                self.texts[node],
+                self.columns["objectid"].value(node),
+                self.columns["name"].value(node),
+                self.columns["lastseen"].value(node),
+                bool(self.tier_zero[node]),
+            )
             self.parsed[node] = found
         return found
 
@@ -118,6 +116,30 @@ class NodeTable:
             for node in np.flatnonzero(present).tolist():
                 held[node] = TIER_ZERO_TAG
         return Column.of(held, present, {"string"} if present.any() else set())
+
+
+def cypher_properties(
+    text: str | None,
+    object_id: str | None,
+    name: str | None,
+    lastseen: str | None,
+    tier_zero: bool,
+) -> dict[str, Any]:
+    """A node's properties as queries read them and answers show them: its stored JSON's,
+    with `objectid`, `name`, `lastseen` and `system_tags` the table's (module docstring)."""
+    parsed = json.loads(text) if text else {}
+    found: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+    tags = TIER_ZERO_TAG if tier_zero else None
+    for key, value in (
+        ("objectid", object_id),
+        ("name", name),
+        ("lastseen", lastseen),
+        ("system_tags", tags),
+    ):
+        found.pop(key, None)
+        if value is not None:
+            found[key] = value
+    return found
 
 
 EXACT_FLOAT = 2**53
@@ -289,7 +311,11 @@ class NodeTables:
                     edges = self.edge_properties[1]
             if table.version == await store_paths.read_graph_version(conn):
                 kind_names = {v: k for k, v in index.kind_ids.items()}
-                found = await store.find_object_ids(conn, sorted(needs.object_ids))
+                found = (
+                    await store.find_object_ids(conn, sorted(needs.object_ids))
+                    if needs.object_ids
+                    else {}
+                )
                 return QueryGraph(index, table, kind_names, edges, found)
         raise RuntimeError("the graph kept changing while a query read it")
 
