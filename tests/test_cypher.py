@@ -183,6 +183,16 @@ QUERIES = [
     # bound matched from every node.
     "MATCH (a)-[:MemberOf]->(b) WHERE NOT (b)-[:MemberOf]->() RETURN a.name, b.name",
     "MATCH (a:User)-[:MemberOf]->(b) WHERE (b)-[:MemberOf]->(:Group) RETURN count(*)",
+    # One relationship grouped and counted as arrays (cypher/columnar.py pair_counts).
+    "MATCH (g:Group)<-[:MemberOf]-(u:User {enabled: true}) RETURN g.name, count(u), "
+    "count(DISTINCT u)",
+    "MATCH (u:User)-[:MemberOf]-(g) RETURN u.enabled, g.domain, count(*)",
+    "MATCH (g:Group)<-[:MemberOf]-(m) WITH g, count(m) AS members WHERE members > 1 "
+    "RETURN g.name, members",
+    "MATCH (a)-[:AdminTo]->(c:Computer) WHERE c.enabled AND a.admincount IS NOT NULL "
+    "RETURN c, count(*) AS admins",
+    "MATCH (a)-[:MemberOf]->(b:Group) RETURN count(*), count(DISTINCT a), count(DISTINCT b)",
+    "MATCH (a:GPO)-[:AdminTo]->(b) RETURN count(*)",
 ]
 
 
@@ -618,9 +628,47 @@ def test_a_pattern_map_given_as_a_parameter_must_be_a_map(v6: Both) -> None:
 def test_a_one_node_match_read_off_the_columns_answers_as_the_general_plan(
     v6: Both, match: str, returned: str
 ) -> None:
-    """The single-node plan (`plan.plan_single_node`) against the general one, which a
+    """The single-node plan (`columnar.single_node`) against the general one, which a
     `WITH` between the clauses makes the query take: the same rows in the same order."""
     given = {"few": 4}
     direct = v6.ours(f"{match} {returned}", given)
     general = v6.ours(f"{match} WITH u {returned}", given)
     assert direct == general and direct
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        "MATCH (a:Group)<-[:MemberOf]-(b:User)",
+        "MATCH (a:User {enabled: true})-[:MemberOf|AdminTo]->(b)",
+        "MATCH (a:User)-[:MemberOf]-(b) WHERE a.enabled AND b.name >= 'D'",
+        "MATCH (a)-[:MemberOf|AdminTo|HasSession]->(b) WHERE a.enabled = true",
+    ],
+)
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "RETURN a.name, count(b) AS n",
+        "RETURN a, b.enabled, count(*) AS n, count(DISTINCT b) AS d",
+        "RETURN count(*) AS n, count(DISTINCT a) AS d",
+        "WITH a, count(b) AS n WHERE n > 1 RETURN a.name, n ORDER BY n DESC, a.name LIMIT 5",
+    ],
+)
+def test_one_relationship_counted_as_arrays_answers_as_the_general_plan(
+    v6: Both, match: str, returned: str
+) -> None:
+    """The plan that groups and counts one relationship's matches as arrays
+    (`columnar.pair_counts`) against the general one, which a `WITH` between the clauses
+    makes the query take: the same rows."""
+    direct, general = f"{match} {returned}", f"{match} WITH a, b {returned}"
+
+    async def plans(conn: Connection) -> list[str]:
+        return [await service.explain_query(conn, v6.engine, q, {}) for q in (direct, general)]
+
+    shown = asyncio.run(run_in_transaction(v6.url, plans))
+    assert "grouped and counted as arrays" in shown[0], shown[0]
+    assert "grouped and counted as arrays" not in shown[1], shown[1]
+    found, expected = v6.ours(direct), v6.ours(general)
+    if "ORDER BY" not in returned:
+        found, expected = sorted(found, key=repr), sorted(expected, key=repr)
+    assert found == expected and found

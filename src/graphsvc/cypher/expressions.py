@@ -105,6 +105,15 @@ def truth(value: Any, at: syntax.At) -> bool | None:
     raise type_error(at, f"expected a boolean, got {type_name(value)}")
 
 
+def constant_count(expr: syntax.Expr | None, compiler: Compiler, what: str) -> int | None:
+    if expr is None:
+        return None
+    value = compiler.compile(expr, frozenset())({})
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise semantic_error(expr.at, f"{what} needs a non-negative integer, got {value!r}")
+    return value
+
+
 class Compiler:
     """Compiles the expressions of one query for one run; `scope` is the set of variables
     bound where the expression stands (an unknown one is refused before the query runs)."""

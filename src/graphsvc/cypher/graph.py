@@ -296,20 +296,26 @@ class NodeTables:
 
     async def read(self, conn: Connection, paths: PathIndex, needs: Needs) -> QueryGraph:
         """The graph as it is now, with what the query needs of it: the index and the table
-        of one version (read again, once, if an ingest committed between the two)."""
+        of one version (read again, once, if an ingest committed while the table read the
+        store)."""
         for _ in range(3):
             index = await paths.read(conn)
             async with self.lock:
-                if self.current is None or self.current.version != index.version:
+                read_store = self.current is None or self.current.version != index.version
+                if read_store:
                     self.current = await load_node_table(conn, index.version, index.size)
                 table = self.current
-                await read_columns(conn, table, needs)
+                assert table is not None
+                read_store |= await read_columns(conn, table, needs)
                 edges = None
                 if needs.relationship_properties:
                     if self.edge_properties is None or self.edge_properties[0] != index.version:
                         self.edge_properties = (index.version, await load_edge_properties(conn))
+                        read_store = True
                     edges = self.edge_properties[1]
-            if table.version == await store_paths.read_graph_version(conn):
+            # Nothing read from the store since the index's version: nothing newer to fear
+            # (the version's statement was most of a small query's time).
+            if not read_store or table.version == await store_paths.read_graph_version(conn):
                 kind_names = {v: k for k, v in index.kind_ids.items()}
                 found = (
                     await store.find_object_ids(conn, sorted(needs.object_ids))
@@ -320,10 +326,11 @@ class NodeTables:
         raise RuntimeError("the graph kept changing while a query read it")
 
 
-async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> None:
+async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> bool:
     """The columns the query reads that the table lacks, and the whole maps if it reads
     them (a key with a double quote, which SQLite's JSON paths cannot name, is read from
-    the maps)."""
+    the maps). True: it read the store."""
+    read_store = False
     maps = needs.maps or any('"' in key for key in needs.keys - COLUMN_KEYS)
     wanted = needs.keys | (SPECIAL_KEYS if maps else frozenset())
     for key in sorted(wanted - table.columns.keys()):
@@ -333,6 +340,7 @@ async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> None
         if '"' in key and key not in COLUMN_KEYS:
             continue
         maker = ColumnMaker(key, table.label_set_of.size)
+        read_store = True
         async for rows in store.read_node_column(conn, key):
             maker.add(rows)
         table.columns[key] = maker.made()
@@ -343,6 +351,8 @@ async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> None
                 if node < len(texts):
                     texts[node] = text
         table.texts = texts
+        read_store = True
+    return read_store
 
 
 async def load_node_table(conn: Connection, version: GraphVersion, size: int) -> NodeTable:

@@ -13,7 +13,7 @@ before any walk.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -124,10 +124,6 @@ class NodeTest:
             return []
         node = self.graph.node_of(wanted)
         return [] if node is None else [node]
-
-    def accepts_labels(self, node: int) -> bool:
-        held = self.graph.nodes.labels(node)
-        return all(label in held for label in self.labels)
 
     def accepts(self, node: int, row: Row) -> bool:
         nodes = self.graph.nodes
@@ -260,23 +256,22 @@ def compile_pattern(
                 assert conjuncts is not None
                 conjuncts.remove(conjunct)
                 break
-    candidates: Any = start_candidates(compiler, node_tests[start])
-    start_properties_tested = False
-    if start_test_is_free(node_tests[start], scope):
-        start_pattern = elements[2 * start]
-        assert isinstance(start_pattern, syntax.NodePattern)
-        candidates, start_properties_tested, placed[0] = filter_columns(
-            compiler, start_pattern, candidates, placed[0]
-        )
     run = compiler.run
     start_test = node_tests[start]
-    if (
-        len(node_tests) == 1
-        and pattern.variable is None
-        and start_properties_tested
-        and not placed[0]
-    ):
-        return SingleNodes(run, start_test.variable, with_labels(compiler, candidates, start_test))
+    # A free start's candidates, tested a whole column at a time: those of its rarest label
+    # left by its inline properties and the WHERE parts the columns decide, then by its other
+    # labels. `start_tested`: they passed its whole node test, not to be tested again.
+    candidates: Any = ()
+    start_tested = False
+    if start_test_is_free(start_test, scope):
+        start_pattern = elements[2 * start]
+        assert isinstance(start_pattern, syntax.NodePattern)
+        candidates, start_tested, placed[0] = tested_nodes(
+            compiler, start_test, start_pattern, placed[0]
+        )
+        if len(node_tests) == 1 and pattern.variable is None and start_tested and not placed[0]:
+            return SingleNodes(run, start_test.variable, candidates)
+        candidates = candidates.tolist()
 
     def extend(row: Row, level: int) -> Iterator[Row]:
         if level == len(order):
@@ -319,10 +314,7 @@ def compile_pattern(
             nodes = candidates
         for node in nodes:
             run.tick()
-            if start_properties_tested:
-                if not start_test.accepts_labels(node):
-                    continue
-            elif not start_test.accepts(node, row):
+            if not start_tested and not start_test.accepts(node, row):
                 continue
             grown = {**row, f"{HIDDEN}node{start}": node}
             if start_test.variable is not None:
@@ -347,19 +339,59 @@ class SingleNodes:
             yield row if variable is None else {**row, variable: Node(node)}
 
 
-def with_labels(compiler: Compiler, candidates: Any, test: NodeTest) -> Any:
-    """The candidates that carry every label of the test, in one pass over their label
-    sets."""
+def with_labels(compiler: Compiler, candidates: Any, labels: Iterable[str]) -> Any:
+    """The candidates that carry every one of `labels`, in one pass over their label sets."""
+    labels = tuple(labels)
+    if not labels:
+        return candidates
     nodes = compiler.run.graph.nodes
-    ids = np.asarray(candidates, dtype=np.int64)
-    if not test.labels:
-        return ids
-    allowed = [
-        position
-        for position, labels in enumerate(nodes.label_sets)
-        if all(label in labels for label in test.labels)
-    ]
-    return ids[np.isin(nodes.label_set_of[ids], np.array(allowed, dtype=np.int32))]
+    allowed = np.array([all(label in held for label in labels) for held in nodes.label_sets])
+    return candidates[allowed[nodes.label_set_of[candidates]]]
+
+
+def tested_nodes(
+    compiler: Compiler, test: NodeTest, pattern: syntax.NodePattern, conjuncts: list[Conjunct]
+) -> tuple[Any, bool, list[Conjunct]]:
+    """A free node pattern's candidates (an array), tested a whole column at a time: those
+    of its rarest label, left by its inline properties and the WHERE parts the columns
+    decide, then by its other labels: (the nodes left, whether they passed its whole node
+    test, the WHERE parts left to test node by node)."""
+    rarest = rarest_label(compiler, test)
+    nodes = compiler.run.graph.nodes
+    if rarest is None:
+        candidates = nodes.ids
+    else:
+        candidates = nodes.by_label.get(rarest, np.zeros(0, dtype=np.int64))
+    kept, tested, remaining = filter_columns(compiler, pattern, candidates, conjuncts)
+    return (
+        with_labels(compiler, kept, (label for label in test.labels if label != rarest)),
+        tested,
+        remaining,
+    )
+
+
+def describe_pattern(pattern: syntax.PatternPath) -> str:
+    parts = []
+    for element in pattern.elements:
+        if isinstance(element, syntax.NodePattern):
+            labels = "".join(f":{label}" for label in element.labels)
+            parts.append(
+                f"({element.variable or ''}{labels}{' {..}' if element.properties else ''})"
+            )
+        else:
+            types = "|".join(element.types)
+            length = ""
+            if element.length is not None:
+                high = "" if element.length.maximum is None else element.length.maximum
+                length = f"*{element.length.minimum}..{high}"
+            inner = f"[{element.variable or ''}{':' + types if types else ''}{length}]"
+            left = "<-" if element.direction == "in" else "-"
+            right = "->" if element.direction == "out" else "-"
+            parts.append(f"{left}{inner}{right}")
+    text = "".join(parts)
+    if pattern.shortest is not None:
+        text = ("shortestPath" if pattern.shortest == "one" else "allShortestPaths") + f"({text})"
+    return f"{pattern.variable} = {text}" if pattern.variable else text
 
 
 def path_of(row: Row, node_count: int) -> Path:
@@ -434,20 +466,19 @@ def choose_start(
 
 def candidate_count(compiler: Compiler, test: NodeTest) -> int:
     nodes = compiler.run.graph.nodes
-    if not test.labels:
+    rarest = rarest_label(compiler, test)
+    if rarest is None:
         return int(nodes.ids.size)
-    return min(int(nodes.by_label.get(label, np.zeros(0)).size) for label in test.labels)
-
-
-def start_candidates(compiler: Compiler, test: NodeTest) -> Any:
-    """The nodes a start node pattern may be, before its test: those of its rarest label,
-    or every node."""
-    nodes = compiler.run.graph.nodes
-    if not test.labels:
-        return nodes.ids.tolist()
-    rarest = min(test.labels, key=lambda label: nodes.by_label.get(label, np.zeros(0)).size)
     found = nodes.by_label.get(rarest)
-    return found.tolist() if found is not None else []
+    return 0 if found is None else int(found.size)
+
+
+def rarest_label(compiler: Compiler, test: NodeTest) -> str | None:
+    """The label of the test that the fewest nodes carry (None: it names none)."""
+    if not test.labels:
+        return None
+    by_label = compiler.run.graph.nodes.by_label
+    return min(test.labels, key=lambda label: by_label[label].size if label in by_label else 0)
 
 
 def compile_shortest(
@@ -585,14 +616,12 @@ def tested_candidates(
     compiler: Compiler, test: NodeTest, element: syntax.NodePattern, scope: frozenset[str]
 ) -> tuple[list[int], bool]:
     """A shortest path end's candidates, and whether they were tested already: filtered by
-    its properties a column at a time and by its labels in one pass, where it is free."""
-    candidates = start_candidates(compiler, test)
+    its properties and labels a column at a time, where it is free (none where it is not:
+    the row gives it)."""
     if not start_test_is_free(test, scope):
-        return candidates, False
-    kept, tested, _ = filter_columns(compiler, element, candidates, [])
-    if not tested:
-        return candidates, False
-    return with_labels(compiler, kept, test).tolist(), True
+        return [], False
+    kept, tested, _ = tested_nodes(compiler, test, element, [])
+    return kept.tolist(), tested
 
 
 def shortest_paths(
@@ -665,37 +694,38 @@ def start_test_is_free(test: NodeTest, scope: frozenset[str]) -> bool:
 def filter_columns(
     compiler: Compiler,
     pattern: syntax.NodePattern,
-    candidates: list[int],
+    candidates: Any,
     conjuncts: list[Conjunct],
 ) -> tuple[Any, bool, list[Conjunct]]:
-    """The start's candidates filtered, a whole property column at a time, by its inline
-    properties and by the WHERE parts that compare one of its properties with a constant:
-    (the candidates left, whether the inline properties were all tested so, the WHERE
-    parts left to test node by node). A filter the columns cannot decide exactly (a
+    """A node pattern's candidates (an array) filtered, a whole property column at a time,
+    by its inline properties and by the WHERE parts that compare one of its properties with
+    a constant: (the candidates left, whether the inline properties were all tested so, the
+    WHERE parts left to test node by node). A filter the columns cannot decide exactly (a
     property of mixed types, say) is left to the node-by-node test."""
     nodes = compiler.run.graph.nodes
-    ids = np.array(candidates, dtype=np.int64)
-    keep = np.ones(ids.size, dtype=bool)
+    masks = []
     properties_tested = pattern.properties is None
     if isinstance(pattern.properties, syntax.MapExpr):
-        masks = [
-            column_test(compiler, nodes.column(key), "=", value, ids)
+        found = [
+            column_test(compiler, nodes.column(key), "=", value, candidates)
             for key, value in pattern.properties.items
         ]
-        if all(mask is not None for mask in masks):
-            for mask in masks:
-                keep &= mask
+        if all(mask is not None for mask in found):
+            masks += found
             properties_tested = True
     remaining = []
     for conjunct in conjuncts:
-        mask = conjunct_test(compiler, conjunct, pattern.variable, ids)
+        mask = conjunct_test(compiler, conjunct, pattern.variable, candidates)
         if mask is None:
             remaining.append(conjunct)
         else:
-            keep &= mask
-    if remaining == conjuncts and not properties_tested:
-        return candidates, False, conjuncts
-    return ids[keep].tolist(), properties_tested, remaining
+            masks.append(mask)
+    if not masks:
+        return candidates, properties_tested, remaining
+    keep = masks[0]
+    for mask in masks[1:]:
+        keep &= mask
+    return candidates[keep], properties_tested, remaining
 
 
 def property_key(expr: syntax.Expr, variable: str | None) -> str | None:
@@ -741,6 +771,10 @@ def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, 
 
 
 def is_constant(expr: syntax.Expr) -> bool:
+    """A literal, a parameter, or a signed number (`-1`)."""
+    if isinstance(expr, syntax.Unary) and expr.op in ("-", "+"):
+        operand = expr.operand
+        return isinstance(operand, syntax.Literal) and type(operand.value) in (int, float)
     return isinstance(expr, syntax.Literal | syntax.Parameter)
 
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphsvc.cypher import syntax
+from graphsvc.cypher.columnar import pair_counts, single_node
 from graphsvc.cypher.errors import semantic_error, type_error
 from graphsvc.cypher.expressions import (
     AGGREGATES,
     Compiler,
+    constant_count,
     contains_aggregate,
     is_aggregate,
     rewrite,
@@ -29,15 +31,14 @@ from graphsvc.cypher.expressions import (
 from graphsvc.cypher.match import (
     USED,
     Conjunct,
-    SingleNodes,
     compile_pattern,
+    describe_pattern,
     free_variables,
     pattern_variables,
-    property_key,
     split_conjuncts,
 )
 from graphsvc.cypher.runtime import Run
-from graphsvc.cypher.values import Node, compare, group_key, order_key, type_name
+from graphsvc.cypher.values import compare, group_key, order_key, type_name
 
 Row = dict[str, Any]
 
@@ -103,13 +104,28 @@ def plan_query(query: syntax.Query, run: Run) -> Plan:
 
 
 def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Step], list[str]]:
-    single = plan_single_node(query, compiler)
+    single = single_node(query, compiler)
     if single is not None:
-        return single
+        description, run, names = single
+        return [Step(description, run)], names
     scope: frozenset[str] = frozenset()
     steps: list[Step] = []
     columns: list[str] = []
-    for clause in query.clauses:
+    clauses = list(query.clauses)
+    if len(clauses) > 1 and isinstance(clauses[0], syntax.Match):
+        following = clauses[1]
+        if isinstance(following, syntax.With | syntax.Return):
+            kind = "WITH" if isinstance(following, syntax.With) else "RETURN"
+            counted = pair_counts(clauses[0], following.projection, kind, compiler)
+            if counted is not None:
+                description, run, rest = counted
+                steps.append(Step(description, run))
+                scope = frozenset(item.name for item in rest.items)
+                where = following.where if isinstance(following, syntax.With) else None
+                step, scope, columns = plan_projection(rest, where, compiler, scope, kind)
+                steps.append(step)
+                clauses = clauses[2:]
+    for clause in clauses:
         if isinstance(clause, syntax.Match):
             step, scope = plan_match(clause, compiler, scope)
         elif isinstance(clause, syntax.Unwind):
@@ -128,121 +144,7 @@ def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Ste
     return steps, columns
 
 
-def plan_single_node(
-    query: syntax.SingleQuery, compiler: Compiler
-) -> tuple[list[Step], list[str]] | None:
-    """`MATCH (n:L {..}) WHERE .. RETURN ..` when the columns decide the whole MATCH and the
-    RETURN is counts of the node (`count(n)`, `count(*)`), or the node and its properties
-    without DISTINCT or ORDER BY: the nodes the columns leave, counted with no row made for
-    each, or their values read straight off the columns (None for any other query)."""
-    if len(query.clauses) != 2:
-        return None
-    match, returned = query.clauses
-    if not isinstance(match, syntax.Match) or match.optional or len(match.patterns) != 1:
-        return None
-    if not isinstance(returned, syntax.Return):
-        return None
-    projection = returned.projection
-    if projection.star or not projection.items or projection.order or projection.distinct:
-        return None
-    names = [item.name for item in projection.items]
-    if len(set(names)) != len(names):
-        return None  # refused as the general plan refuses it
-    elements = match.patterns[0].elements
-    variable = elements[0].variable if len(elements) == 1 else None
-    if variable is None:
-        return None
-    counts = all(counts_node(item.expression, variable) for item in projection.items)
-    keys = [read_of(item.expression, variable) for item in projection.items]
-    if not counts and any(key is None for key in keys):
-        return None
-    if counts and (projection.skip is not None or projection.limit is not None):
-        return None
-    pattern = match.patterns[0]
-    conjuncts = [
-        Conjunct(compiler.predicate(part, pattern_variables(pattern)), free_variables(part), part)
-        for part in split_conjuncts(match.where)
-    ]
-    matcher = compile_pattern(compiler, pattern, frozenset(), conjuncts)
-    if not isinstance(matcher, SingleNodes) or conjuncts:
-        return None
-    shown = f"MATCH {describe_pattern(pattern)} RETURN {', '.join(names)}"
-    if counts:
-        total = int(matcher.nodes.size)
-
-        def count(rows: Iterable[Row]) -> Iterator[Row]:
-            for _ in rows:
-                yield {name: total for name in names}
-
-        return [Step(f"{shown}: counted from the columns", count)], names
-
-    skip = constant_count(projection.skip, compiler, "SKIP") or 0
-    limit = constant_count(projection.limit, compiler, "LIMIT")
-    nodes = matcher.nodes[skip : None if limit is None else skip + limit]
-    table, run = compiler.run.graph.nodes, compiler.run
-    columns = [
-        (name, None if not key else table.column(key))
-        for name, key in zip(names, keys, strict=True)
-    ]
-
-    def read(rows: Iterable[Row]) -> Iterator[Row]:
-        for _ in rows:
-            for node in nodes.tolist():
-                run.tick()
-                yield {
-                    name: Node(node) if column is None else column.value(node)
-                    for name, column in columns
-                }
-
-    return [Step(f"{shown}: read from the columns", read)], names
-
-
-def counts_node(expr: syntax.Expr, variable: str) -> bool:
-    """`count(*)`, or `count(v)` / `count(DISTINCT v)` of the node variable."""
-    if isinstance(expr, syntax.CountStar):
-        return True
-    return (
-        isinstance(expr, syntax.FunctionCall)
-        and expr.name == "count"
-        and len(expr.args) == 1
-        and isinstance(expr.args[0], syntax.Variable)
-        and expr.args[0].name == variable
-    )
-
-
-def read_of(expr: syntax.Expr, variable: str) -> str | None:
-    """What an item reads of the node variable: "" for the node itself, the key for `v.key`,
-    None for anything else."""
-    if isinstance(expr, syntax.Variable) and expr.name == variable:
-        return ""
-    return property_key(expr, variable)
-
-
 # --- MATCH ---------------------------------------------------------------------------------
-
-
-def describe_pattern(pattern: syntax.PatternPath) -> str:
-    parts = []
-    for element in pattern.elements:
-        if isinstance(element, syntax.NodePattern):
-            labels = "".join(f":{label}" for label in element.labels)
-            parts.append(
-                f"({element.variable or ''}{labels}{' {..}' if element.properties else ''})"
-            )
-        else:
-            types = "|".join(element.types)
-            length = ""
-            if element.length is not None:
-                high = "" if element.length.maximum is None else element.length.maximum
-                length = f"*{element.length.minimum}..{high}"
-            inner = f"[{element.variable or ''}{':' + types if types else ''}{length}]"
-            left = "<-" if element.direction == "in" else "-"
-            right = "->" if element.direction == "out" else "-"
-            parts.append(f"{left}{inner}{right}")
-    text = "".join(parts)
-    if pattern.shortest is not None:
-        text = ("shortestPath" if pattern.shortest == "one" else "allShortestPaths") + f"({text})"
-    return f"{pattern.variable} = {text}" if pattern.variable else text
 
 
 def plan_match(
@@ -378,15 +280,6 @@ class Aggregate:
         return math.sqrt(spread / (len(values) - 1)) if len(values) > 1 else 0.0
 
 
-def constant_count(expr: syntax.Expr | None, compiler: Compiler, what: str) -> int | None:
-    if expr is None:
-        return None
-    value = compiler.compile(expr, frozenset())({})
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise semantic_error(expr.at, f"{what} needs a non-negative integer, got {value!r}")
-    return value
-
-
 def plan_projection(
     projection: syntax.Projection,
     where: syntax.Expr | None,
@@ -436,8 +329,20 @@ def plan_projection(
     ]
     keep = compiler.predicate(where, after) if where is not None else None
 
+    # `WITH a, b` over rows of a and b alone: the rows go on as they are.
+    unchanged = frozenset(names) == scope and all(
+        isinstance(item.expression, syntax.Variable) and item.expression.name == item.name
+        for item in items
+    )
     if aggregating:
         project = plan_aggregation(items, compiler, scope)
+    elif unchanged:
+
+        def project(rows: Iterable[Row]) -> Iterator[Row]:
+            for row in rows:
+                run.tick()
+                yield row
+
     else:
         compiled = [(item.name, compiler.compile(item.expression, scope)) for item in items]
 
