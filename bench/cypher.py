@@ -398,38 +398,47 @@ def health_during_a_query(url: str, folder: Path) -> dict[str, Any]:
     port = free_port()
     server = start(server_command("graphsvc", port, url, folder), port, environment, folder / "log")
     try:
-        idle = health_latencies(port, None, 500)
-        body = json.dumps({"query": HEAVY}).encode()
         uri = "/api/v2/graphs/cypher"
-        date = request_date()
-        headers = {
-            "Authorization": f"svcsignature {token['id']}",
-            "RequestDate": date,
-            "Signature": sign_request(token["key"], "POST", uri, date, body),
-            "Content-Type": "application/json",
-            "Prefer": "wait=600",
-        }
-        answered = threading.Event()
-        outcome: dict[str, Any] = {}
 
-        def ask() -> None:
+        def ask(query: str, outcome: dict[str, Any]) -> None:
+            body = json.dumps({"query": query}).encode()
+            date = request_date()
+            headers = {
+                "Authorization": f"svcsignature {token['id']}",
+                "RequestDate": date,
+                "Signature": sign_request(token["key"], "POST", uri, date, body),
+                "Content-Type": "application/json",
+                "Prefer": "wait=600",
+            }
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
             began = time.perf_counter()
             connection.request("POST", uri, body=body, headers=headers)
             response = connection.getresponse()
             outcome["status"], outcome["body"] = response.status, response.read()
             outcome["seconds"] = time.perf_counter() - began
+
+        # The first query builds the path index and the node table (measured apart: at a
+        # million nodes it holds the event loop for up to seconds, bench/README).
+        warm: dict[str, Any] = {}
+        ask("MATCH (u:User) RETURN count(u)", warm)
+        idle = health_latencies(port, None, 500)
+        outcome: dict[str, Any] = {}
+        answered = threading.Event()
+
+        def ask_heavy() -> None:
+            ask(HEAVY, outcome)
             answered.set()
 
-        asking = threading.Thread(target=ask)
+        asking = threading.Thread(target=ask_heavy)
         asking.start()
         time.sleep(0.2)  # the query under way
         busy = health_latencies(port, answered, 0)
         asking.join()
     finally:
         stop(server)
-    if outcome.get("status") != 200:
-        raise SystemExit(f"the heavy query answered {outcome.get('status')}: {outcome['body']!r}")
+    for asked in (warm, outcome):
+        if asked.get("status") != 200:
+            raise SystemExit(f"a query answered {asked.get('status')}: {asked.get('body')!r}")
 
     def summary(taken: list[float]) -> dict[str, float]:
         return {
@@ -441,6 +450,7 @@ def health_during_a_query(url: str, folder: Path) -> dict[str, Any]:
 
     return {
         "query": HEAVY,
+        "first_query_s": round(warm["seconds"], 2),
         "query_s": round(outcome["seconds"], 2),
         "idle": summary(idle),
         "during": summary(busy),
@@ -605,7 +615,8 @@ def main() -> None:
         print(
             f"  /health p50/p99/max ms: idle {health['idle']['p50_ms']} /"
             f" {health['idle']['p99_ms']} / {health['idle']['max_ms']}; during {HEAVY!r}"
-            f" ({health['query_s']} s, {health['during']['requests']} requests)"
+            f" ({health['query_s']} s, {health['during']['requests']} requests; the first"
+            f" query {health['first_query_s']} s)"
             f" {health['during']['p50_ms']} / {health['during']['p99_ms']} /"
             f" {health['during']['max_ms']}"
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from graphsvc.cypher import service
+from graphsvc.cypher import runtime, service
 from graphsvc.cypher.execute import execute
 from graphsvc.cypher.graph import NodeTables, QueryGraph
 from graphsvc.cypher.parse import parse
@@ -496,6 +496,60 @@ def test_a_cancelled_run_stops_at_its_next_tick(v6: Both, query: str) -> None:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(service.in_thread(run, count), 0.5)
         assert run.cancelled.is_set()
+
+    asyncio.run(run_in_transaction(v6.url, work))
+    assert stopped.wait(10), "the run went on after its request was cancelled"
+
+
+def test_a_small_query_ends_on_the_event_loop_and_a_longer_one_in_its_thread(
+    v6: Both, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query is tried on the event loop first (service.run_to_end): one of a few steps
+    ends there, with no thread; one past the budget, or one that would pass over more than
+    INLINE_ELEMENTS values at once, is run again in a thread, with the same answer."""
+    threads: list[Any] = []
+    in_thread = service.in_thread
+
+    async def counted(run: Any, work: Any) -> Any:
+        threads.append(run)
+        return await in_thread(run, work)
+
+    monkeypatch.setattr(service, "in_thread", counted)
+    administrator = {"id": "S-1-5-21-3130019616-2776909439-2417379446-500"}
+    assert v6.ours("MATCH (u:User {objectid: $id}) RETURN u.name", administrator)
+    assert threads == []
+    assert v6.ours("UNWIND range(1, 5000) AS x RETURN count(x)") == [[5000]]
+    ran_inline = len(threads)
+    monkeypatch.setattr(service, "INLINE_BUDGET_SECONDS", 0.0)
+    assert v6.ours("UNWIND range(1, 5000) AS x RETURN count(x)") == [[5000]]
+    assert len(threads) == ran_inline + 1, "past its budget, the query went to a thread"
+    monkeypatch.setattr(service, "INLINE_BUDGET_SECONDS", 60.0)
+    users = v6.ours("MATCH (u:User) RETURN count(u)")
+    assert len(threads) == ran_inline + 1
+    monkeypatch.setattr(runtime, "INLINE_ELEMENTS", 2)
+    assert v6.ours("MATCH (u:User) RETURN count(u)") == users
+    assert len(threads) == ran_inline + 2, "a pass over every user went to a thread"
+
+
+def test_a_query_moved_to_its_thread_stops_when_its_request_is_cancelled(
+    v6: Both, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopped = threading.Event()
+
+    def execute_and_tell(query: Any, run: Any) -> Any:
+        try:
+            return execute(query, run)
+        finally:
+            if run.inline_until is None:  # the thread's run, not the attempt on the loop
+                stopped.set()
+
+    monkeypatch.setattr(service, "execute", execute_and_tell)
+
+    async def work(conn: Connection) -> None:
+        endless = parse("MATCH p = (a)-[*]-(b) RETURN count(p)")
+        _, run = await service.query_graph(conn, v6.engine, endless, {})
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(service.run_to_end(endless, run), 0.5)
 
     asyncio.run(run_in_transaction(v6.url, work))
     assert stopped.wait(10), "the run went on after its request was cancelled"

@@ -188,6 +188,20 @@ def pair_counts(
     if shape is None:
         return None
     keys, counts = shape
+    names = [item.name for item in projection.items]
+
+    def by_name(expr: Any) -> Any:
+        for item in projection.items:
+            if expr == item.expression and not isinstance(expr, syntax.Variable):
+                return syntax.Variable(item.name, at=expr.at)
+        return None
+
+    order = tuple(
+        syntax.SortItem(rewrite(s.expression, by_name), s.descending) for s in projection.order
+    )
+    for sort in order:
+        if contains_aggregate(sort.expression) or not free_variables(sort.expression) <= set(names):
+            return None  # the general plan says what is wrong with it
     scope = pattern_variables(pattern)
     conjuncts: list[list[Conjunct]] = [[], []]
     for part in split_conjuncts(match.where):
@@ -207,7 +221,6 @@ def pair_counts(
         candidates.append(nodes.astype(np.int64))
     walked = RelTest(compiler, relationship, scope)
     run = compiler.run
-    names = [item.name for item in projection.items]
 
     def counted(rows: Iterable[Row]) -> Iterator[Row]:
         for _ in rows:
@@ -215,18 +228,6 @@ def pair_counts(
             run.tick(4 * starts.size + 1)
             yield from group_rows(compiler, (starts, ends), keys, counts, names)
 
-    def by_name(expr: Any) -> Any:
-        for item in projection.items:
-            if expr == item.expression and not isinstance(expr, syntax.Variable):
-                return syntax.Variable(item.name, at=expr.at)
-        return None
-
-    order = tuple(
-        syntax.SortItem(rewrite(s.expression, by_name), s.descending) for s in projection.order
-    )
-    for sort in order:
-        if contains_aggregate(sort.expression) or not free_variables(sort.expression) <= set(names):
-            return None  # the general plan says what is wrong with it
     rest = syntax.Projection(
         projection.at,
         tuple(
@@ -285,26 +286,29 @@ def relationship_pairs(
     """The (left end, right end) of every relationship the pattern matches between the
     candidates, one pair a relationship; each direction taken from the side whose nodes have
     fewer relationships. An undirected pattern matches each way, a self-loop once."""
-    index = compiler.run.graph.index
     if walked.direction == "in":  # (a)<-(b): relationships from the right to the left
-        from_right, to_left = directed_pairs(index, walked, rights, lefts)
+        from_right, to_left = directed_pairs(compiler, walked, rights, lefts)
         return to_left, from_right
-    starts, ends = directed_pairs(index, walked, lefts, rights)
+    starts, ends = directed_pairs(compiler, walked, lefts, rights)
     if walked.direction == "both":
-        back_ends, back_starts = directed_pairs(index, walked, rights, lefts)
+        back_ends, back_starts = directed_pairs(compiler, walked, rights, lefts)
         loop = back_starts == back_ends  # met above already, as an outgoing relationship
         starts = np.concatenate((starts, back_starts[~loop]))
         ends = np.concatenate((ends, back_ends[~loop]))
     return starts, ends
 
 
-def directed_pairs(index: Any, walked: RelTest, starts: Array, ends: Array) -> tuple[Array, Array]:
+def directed_pairs(
+    compiler: Compiler, walked: RelTest, starts: Array, ends: Array
+) -> tuple[Array, Array]:
     """(start, end) of every relationship of the pattern's kinds from a node of `starts` to
     one of `ends`: walked forward from the starts, or backward from the ends, whichever
     side holds fewer relationships."""
+    index = compiler.run.graph.index
     forward, backward = index.forward, index.backward
     going = int((forward.offsets[starts + 1] - forward.offsets[starts]).sum())
     coming = int((backward.offsets[ends + 1] - backward.offsets[ends]).sum())
+    compiler.run.heavy(min(going, coming) + index.size)
     if going <= coming:
         near, far, kinds = forward.step(starts)
         wanted = ends

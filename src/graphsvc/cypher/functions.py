@@ -226,6 +226,7 @@ def number_range(run: Run, at: At, start: Any, end: Any, step: Any = 1) -> list[
         raise type_error(at, "range() needs a step other than 0")
     if abs((end - start) // step) > run.caps.rows:
         raise run.too_many_rows()
+    run.heavy(abs((end - start) // step))
     return run.built(list(range(start, end + (1 if step > 0 else -1), step)))
 
 

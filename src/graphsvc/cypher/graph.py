@@ -86,12 +86,15 @@ class NodeTable:
         return self.label_sets[int(self.label_set_of[node])]
 
     def value(self, node: int, key: str) -> Any:
-        """A node's property, as Cypher reads it (None where absent)."""
-        return self.column(key).value(node)
+        """A node's property, as Cypher reads it (None where absent): from its column, or for
+        a key known only as the query runs (`n[key]`), from its whole map."""
+        column = self.columns.get(key)
+        return column.value(node) if column is not None else self.properties(node).get(key)
 
     def column(self, key: str) -> Column:
         """The column of `key`: read before the query ran, or (a key with a double quote,
-        which the store's JSON paths cannot name) made from the whole maps."""
+        which the store's JSON paths cannot name) made from the whole maps, also before
+        (`read_columns`)."""
         found = self.columns.get(key)
         if found is None:
             held: list[Any] = [None] * self.label_set_of.size
@@ -365,6 +368,9 @@ async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> bool
                     texts[node] = text
         table.texts = texts
         read_store = True
+    for key in needs.keys - COLUMN_KEYS:
+        if '"' in key:
+            table.column(key)
     return read_store
 
 

@@ -166,6 +166,7 @@ class RelTest:
         )
         self.properties = pattern_map(compiler, pattern.properties, scope)
         self.graph = graph
+        self.run = compiler.run
 
     def steps(self, node: int, reverse: bool) -> Iterator[tuple[int, Rel]]:
         """Each relationship the pattern allows at `node` and its far end; `reverse`: walking
@@ -186,6 +187,7 @@ class RelTest:
 
     def of_kinds(self, others: Any, found: Any) -> tuple[list[int], list[int]]:
         """The relationships (far ends and kinds) of the pattern's kinds."""
+        self.run.heavy(found.size)  # a domain's Contains: every object it holds
         if self.kind_mask is not None and found.size:
             keep = self.kind_mask[found]
             others, found = others[keep], found[keep]
@@ -362,6 +364,7 @@ def tested_nodes(
         candidates = nodes.ids
     else:
         candidates = nodes.by_label.get(rarest, np.zeros(0, dtype=np.int64))
+    compiler.run.heavy(candidates.size)
     kept, tested, remaining = filter_columns(compiler, pattern, candidates, conjuncts)
     return (
         with_labels(compiler, kept, (label for label in test.labels if label != rarest)),
@@ -550,6 +553,7 @@ def compile_shortest(
                 yield Path((start,), ())
             return
         index = run.graph.index
+        run.heavy(index.size)  # a search's levels are whole arrays
         kinds = list(rel.kinds) if rel.kinds is not None else list(index.kind_ids.values())
         allowed = np.zeros(max(index.kind_ids.values(), default=0) + 1, dtype=bool)
         allowed[kinds] = True
@@ -568,6 +572,7 @@ def compile_shortest(
         steps it found, the nearest starts first (every Kerberoastable user to a group at
         100,000 nodes: 595 ms, where a search in Python from the end took most of it)."""
         index = run.graph.index
+        run.heavy(index.size)
         kinds = list(rel.kinds) if rel.kinds is not None else list(index.kind_ids.values())
         mask = np.zeros(max(index.kind_ids.values(), default=0) + 1, dtype=bool)
         mask[kinds] = True

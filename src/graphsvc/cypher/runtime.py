@@ -2,9 +2,11 @@
 runs under (its deadline, whether its request was cancelled, the caps on rows, paths and
 memory).
 
-A query runs in a thread of its own, so that the server keeps answering while it computes;
-the thread cannot be interrupted, so the executor calls `tick` in every loop, which stops
-it once its request is gone (its client left, or the request's `Prefer` wait passed: the
+A query runs in a thread of its own, so that the server keeps answering while it computes
+(first on the event loop for at most INLINE_BUDGET_SECONDS: most queries end sooner, and
+save the hand-off; one that does not is run again in the thread); the thread cannot be
+interrupted, so the executor calls `tick` in every loop, which stops it once its request is
+gone (its client left, or the request's `Prefer` wait passed: the
 request then answers as every timed-out request does), or once the process has grown by
 more than the memory cap since the query started.
 
@@ -30,6 +32,14 @@ from graphsvc.errors import ApiError
 
 T = TypeVar("T")
 TICK_EVERY = 1024  # steps between two looks at the clock: about 0.3 ms of work
+# A query is first run on the event loop, for this long at most: the hand-off to a thread
+# and back (about 0.1 ms, 0.25 on a busy machine) was most of a small query's time, as it
+# was of a statement's (store/sqlite.py reads first run on the loop too).
+INLINE_BUDGET_SECONDS = 0.001
+# On the event loop, a pass over more values at once than this (an array of nodes or
+# relationships, a list built whole), which no tick can interrupt, ends the attempt there
+# before it begins: about 0.3 ms of numpy.
+INLINE_ELEMENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,11 @@ def resident_bytes() -> int | None:
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+class InlineBudgetSpent(Exception):
+    """A run on the event loop went past its budget: it is run again, from the start, in a
+    thread of its own."""
+
+
 class Stopped(Exception):
     """The query's request was cancelled (its client went away, or its timeout passed
     while it waited): nobody reads its answer."""
@@ -75,6 +90,7 @@ class Run:
     steps: int = 0
     next_look: int = TICK_EVERY
     resident_at_start: int | None = field(default_factory=resident_bytes)
+    inline_until: float | None = None  # run on the event loop: until this perf_counter()
 
     def tick(self, weight: int = 1) -> None:
         """One step of work; or `weight` steps, for a value built at once (a list of that
@@ -84,12 +100,20 @@ class Run:
         if self.steps < self.next_look:
             return
         self.next_look = self.steps + TICK_EVERY
+        if self.inline_until is not None and time.perf_counter() > self.inline_until:
+            raise InlineBudgetSpent
         if self.cancelled.is_set():
             raise Stopped
         if self.resident_at_start is not None:
             grown = (resident_bytes() or 0) - self.resident_at_start
             if grown > self.caps.memory_bytes:
                 raise self.too_much_memory()
+
+    def heavy(self, values: int) -> None:
+        """Before a pass over `values` values at once, which no tick interrupts: on the event
+        loop, one past INLINE_ELEMENTS ends the attempt there (the thread runs it)."""
+        if self.inline_until is not None and values > INLINE_ELEMENTS:
+            raise InlineBudgetSpent
 
     def built(self, value: T) -> T:
         """A list or string the query just built, counted by its size (see `tick`)."""

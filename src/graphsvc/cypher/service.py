@@ -1,12 +1,14 @@
 """`POST /api/v2/graphs/cypher` and `graphsvc query`: a query parsed, run on the graph as it
-is now in a thread of its own (the server keeps answering meanwhile; the query stops when
-its request is cancelled), and its rows answered as the reference's unified graph.
+is now (on the event loop if it ends within a millisecond, else in a thread of its own: the
+server keeps answering meanwhile, and the query stops when its request is cancelled), and
+its rows answered as the reference's unified graph.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +22,7 @@ from graphsvc.cypher.execute import Result, execute, explain
 from graphsvc.cypher.expressions import walk
 from graphsvc.cypher.graph import Needs, NodeTables, QueryGraph
 from graphsvc.cypher.parse import parse
-from graphsvc.cypher.runtime import Caps, Run
+from graphsvc.cypher.runtime import INLINE_BUDGET_SECONDS, Caps, InlineBudgetSpent, Run
 from graphsvc.errors import not_found
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
@@ -112,6 +114,19 @@ async def in_thread(run: Run, work: Callable[[], T]) -> T:
         raise
 
 
+async def run_to_end(query: syntax.Query, run: Run) -> Result:
+    """The query's rows: computed on the event loop if that takes at most
+    INLINE_BUDGET_SECONDS (and no pass over more than INLINE_ELEMENTS values at once), else
+    again, from the start, in a thread (runtime.py)."""
+    run.inline_until = time.perf_counter() + INLINE_BUDGET_SECONDS
+    try:
+        return execute(query, run)
+    except InlineBudgetSpent:
+        pass
+    again = Run(run.graph, run.parameters, run.caps)
+    return await in_thread(again, lambda: execute(query, again))
+
+
 async def query_graph(
     conn: Connection, engine: CypherEngine, query: syntax.Query, parameters: dict[str, Any]
 ) -> tuple[QueryGraph, Run]:
@@ -125,7 +140,7 @@ async def run_query(
     """The columns and rows of a query (the CLI's table)."""
     query = parse(text)
     graph, run = await query_graph(conn, engine, query, parameters)
-    return graph, await in_thread(run, lambda: execute(query, run))
+    return graph, await run_to_end(query, run)
 
 
 async def node_names(conn: Connection, result: Result) -> dict[int, str]:
