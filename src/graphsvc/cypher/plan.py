@@ -399,10 +399,14 @@ def sort(rows: Iterable[Row], sorts: list[tuple[Any, bool]], run: Run) -> Iterat
         held.append(row)
         if len(held) > run.caps.rows:
             raise run.too_many_rows()
-    # Stable sorts from the last key to the first give each key its own direction.
+    # Stable sorts from the last key to the first give each key its own direction. A row
+    # that carries no variables from before its projection is read as it is, not copied.
     for value, descending in reversed(sorts):
         held.sort(
-            key=lambda r: order_key(value({**r.get("\x00before", {}), **r})), reverse=descending
+            key=lambda r: order_key(
+                value(r if "\x00before" not in r else {**r["\x00before"], **r})
+            ),
+            reverse=descending,
         )
     for row in held:
         row.pop("\x00before", None)
