@@ -458,10 +458,11 @@ def health_during_a_query(url: str, folder: Path) -> dict[str, Any]:
 
 
 def column_bytes(column: Column) -> int:
-    """A column's arrays, and the values an object column holds (strings, lists)."""
+    """A column's arrays, and the values an object column holds (lists, mixed types)."""
     held = column.values.nbytes + column.present.nbytes
-    if column.integral is not None:
-        held += column.integral.nbytes
+    for part in (column.integral, column.ends):
+        if part is not None:
+            held += part.nbytes
     if column.values.dtype == object:
         held += sum(sys.getsizeof(v) for v in column.values[column.present].tolist())
     return held

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -55,7 +56,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphsvc.cypher.execute import execute, explain
-from graphsvc.cypher.graph import COLUMN_KEYS, ColumnMaker, NodeTable, QueryGraph
+from graphsvc.cypher.graph import COLUMN_KEYS, Column, ColumnMaker, NodeTable, QueryGraph
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps, Run
 from graphsvc.graph.path_index import Adjacency, GraphIndex, ObjectIds, hashes_of
@@ -831,3 +832,36 @@ def test_an_undirected_relationship_matches_a_self_loop_once(oracle: Oracle) -> 
             ["a", "b", 1],
             ["b", "a", 1],
         ]
+
+
+# Letters of one, two, three and four UTF-8 bytes, a lone surrogate and a NUL.
+STRING_LETTERS = st.sampled_from(["a", "b", "\u00e9", "\u4e2d", "\U0001f600", "\ud800", "\x00"])
+STRINGS = st.text(STRING_LETTERS, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.none() | STRINGS, min_size=1, max_size=20),
+    wanted=STRINGS,
+    op=st.sampled_from(COMPARISONS),
+)
+def test_a_string_column_compares_as_python_does(
+    texts: list[str | None], wanted: str, op: str
+) -> None:
+    """A string column's bytes compared in one numpy pass (graph.Column.compare_strings)
+    order as Python's (and Cypher's) strings do, by code point; each value reads back."""
+    present = np.array([t is not None for t in texts], dtype=bool)
+    column = Column.of(list(texts), present, {"string"})
+    nodes = np.flatnonzero(present)
+    found = column.compare_strings(op, wanted, nodes).tolist()
+    compare: Callable[[str, str], bool] = {
+        "=": operator.eq,
+        "<>": operator.ne,
+        "<": operator.lt,
+        ">": operator.gt,
+        "<=": operator.le,
+        ">=": operator.ge,
+    }[op]
+    held = [t for t in texts if t is not None]
+    assert found == [compare(t, wanted) for t in held], (held, wanted, op)
+    assert [column.value(i) for i in range(len(texts))] == texts

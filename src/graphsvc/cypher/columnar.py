@@ -390,10 +390,7 @@ def value_codes(table: Any, key: str, nodes: Array) -> tuple[Array, int]:
     numbers, held = dense_codes(nodes, table.label_set_of.size)
     if column.kind == "bool":  # false, true, null
         return np.where(column.present[held], column.values[held], 2)[numbers], 3
-    if column.kind in ("string", "absent"):  # a string is its own key; absent, None
-        found = column.values[held].tolist() if column.kind == "string" else [None] * held.size
-    else:
-        found = [group_key(column.value(node)) for node in held.tolist()]
+    found = [group_key(column.value(node)) for node in held.tolist()]
     code_of: dict[Any, int] = {}
     codes = np.array([code_of.setdefault(value, len(code_of)) for value in found], dtype=np.int64)
     return codes[numbers], max(len(code_of), 1)

@@ -803,6 +803,10 @@ def column_test(compiler: Compiler, column: Any, op: str, constant: syntax.Expr,
         return present if op == "<>" else none
     if kind == "number" and isinstance(value, float) and math.isnan(value):
         return present if op == "<>" else none
+    if kind == "string":
+        mask = none.copy()
+        mask[present] = column.compare_strings(op, value, ids[present])
+        return mask
     held = column.values[ids[present]]  # absent values are placeholders, never compared
     if op == "=":
         found = held == value
