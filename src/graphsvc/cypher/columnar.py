@@ -39,6 +39,7 @@ from graphsvc.cypher.values import Node, group_key
 
 Row = dict[str, Any]
 Runner = Callable[[Iterable[Row]], Iterator[Row]]
+READ_AT_ONCE = 1024  # nodes whose values a read off the columns decodes at once
 Array = npt.NDArray[np.int64]
 
 
@@ -104,12 +105,12 @@ def single_node(
 
     def read(rows: Iterable[Row]) -> Iterator[Row]:
         for _ in rows:
-            for node in nodes.tolist():
-                run.tick()
-                yield {
-                    name: Node(node) if column is None else column.value(node)
-                    for name, column in columns
-                }
+            for low in range(0, nodes.size, READ_AT_ONCE):
+                chunk = nodes[low : low + READ_AT_ONCE]
+                read = [(n, None if c is None else c.values_of(chunk)) for n, c in columns]
+                for at, node in enumerate(chunk.tolist()):
+                    run.tick()
+                    yield {name: Node(node) if held is None else held[at] for name, held in read}
 
     return f"{shown}: read from the columns", read, names
 
@@ -341,9 +342,15 @@ def group_rows(
         return
     group_of = np.zeros(total, dtype=np.int64)
     groups = 1
+    key_codes: dict[str, tuple[Array, list[Any]]] = {}  # a property key's codes and values
     for key in keys:
         nodes = pairs[key.end]
-        codes, bound = (nodes, size) if not key.key else value_codes(table, key.key, nodes)
+        if not key.key:
+            codes, bound = nodes, size
+        else:
+            codes, coded = value_codes(table, key.key, nodes)
+            key_codes[key.name] = (codes, coded)
+            bound = max(len(coded), 1)
         group_of, distinct = dense_codes(group_of * bound + codes, groups * bound)
         groups = int(distinct.size)
     if groups > run.caps.rows:
@@ -359,12 +366,11 @@ def group_rows(
             found[count.name] = np.bincount(distinct // size, minlength=groups).tolist()
     values: dict[str, list[Any]] = {}
     for key in keys:
-        nodes = pairs[key.end][member].tolist()
         if not key.key:
-            values[key.name] = [Node(node) for node in nodes]
+            values[key.name] = [Node(node) for node in pairs[key.end][member].tolist()]
         else:
-            column = table.column(key.key)
-            values[key.name] = [column.value(node) for node in nodes]
+            codes, coded = key_codes[key.name]
+            values[key.name] = [coded[code] for code in codes[member].tolist()]
     run.tick(groups)
     held = {**values, **found}
     for group in range(groups):
@@ -383,14 +389,23 @@ def dense_codes(codes: Array, bound: int) -> tuple[Array, Array]:
     return numbers.astype(np.int64), distinct
 
 
-def value_codes(table: Any, key: str, nodes: Array) -> tuple[Array, int]:
+def value_codes(table: Any, key: str, nodes: Array) -> tuple[Array, list[Any]]:
     """Each node's value of the property as a code, equal where Cypher groups the values
-    together (values.group_key; a missing property is null), and the number of codes."""
+    together (values.group_key; a missing property is null), and a value of each code (the
+    first met; each node's value is read once, the groups' rows reuse them)."""
     column = table.column(key)
     numbers, held = dense_codes(nodes, table.label_set_of.size)
     if column.kind == "bool":  # false, true, null
-        return np.where(column.present[held], column.values[held], 2)[numbers], 3
-    found = [group_key(column.value(node)) for node in held.tolist()]
+        flags = np.where(column.present[held], column.values[held], 2).astype(np.int64)
+        return flags[numbers], [False, True, None]
     code_of: dict[Any, int] = {}
-    codes = np.array([code_of.setdefault(value, len(code_of)) for value in found], dtype=np.int64)
-    return codes[numbers], max(len(code_of), 1)
+    coded: list[Any] = []
+    codes = []
+    for value in column.values_of(held):
+        grouped = group_key(value)
+        code = code_of.get(grouped)
+        if code is None:
+            code = code_of[grouped] = len(coded)
+            coded.append(value)
+        codes.append(code)
+    return np.array(codes, dtype=np.int64)[numbers], coded
