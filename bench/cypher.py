@@ -18,7 +18,7 @@ with the row counts, which must agree. Then the bytes the index and the node tab
 while it runs a query that keeps a core busy for seconds.
 
 The traversals are also asked of PostgreSQL (unless `--no-postgres`) as recursive SQL a
-user would write on the store's tables (`TRAVERSALS`), the same graph bulk loaded into a
+user would write on the store's tables (bench/recursive_sql.py), the same graph bulk loaded into a
 database of its own; their answers must equal graphsvc's.
 
 Writes bench/results/cypher.json (each size its latest run). Nothing is asserted on speed.
@@ -46,6 +46,7 @@ from typing import Any
 
 from bulk import bulk_insert_graph
 from cryptography.fernet import Fernet
+from recursive_sql import MANY_SQL, NESTED_SQL, ONE_HOP_SQL, PATH_SQL
 from run import (
     DEFAULT_POSTGRES,
     drop_postgres_database,
@@ -154,44 +155,6 @@ def queries(shape: ScaleGraph) -> list[tuple[str, str, str | None, dict[str, Any
     ]
 
 
-# The traversals as recursive SQL on the store's tables, by query name: (the SQL, its
-# arguments from the query's parameters, the kind ids by name and graphsvc's answer). Each
-# gives the rows graphsvc gives. A walk whose rows are (node, depth) needs a depth cap to end
-# on a graph with cycles: it is given the longest length graphsvc found, the least it needs.
-NESTED_SQL = """
-WITH RECURSIVE up(node) AS (
-    SELECT e.end_id FROM edges AS e WHERE e.start_id = $1 AND e.kind_id = $2
-    UNION
-    SELECT e.end_id FROM up JOIN edges AS e ON e.start_id = up.node AND e.kind_id = $2
-)
-SELECT count(*) FROM up JOIN nodes AS n ON n.id = up.node WHERE n.label = 'Group'
-"""
-ONE_HOP_SQL = "SELECT count(*) FROM edges WHERE end_id = $1 AND kind_id = $2"
-PATH_SQL = """
-WITH RECURSIVE walk(node, depth) AS (
-    SELECT $1::bigint, 0
-    UNION
-    SELECT e.end_id, w.depth + 1
-    FROM walk AS w JOIN edges AS e ON e.start_id = w.node
-    WHERE w.depth < $3 AND e.kind_id = ANY($4::int[])
-)
-SELECT min(depth) FROM walk WHERE node = $2
-"""
-MANY_SQL = """
-WITH RECURSIVE back(node, depth) AS (
-    SELECT $1::bigint, 0
-    UNION
-    SELECT e.start_id, b.depth + 1
-    FROM back AS b JOIN edges AS e ON e.end_id = b.node
-    WHERE b.depth < $2 AND e.kind_id = ANY($3::int[])
-)
-SELECT n.name, min(b.depth) AS length FROM back AS b JOIN nodes AS n ON n.id = b.node
-WHERE b.depth > 0 AND n.label = 'User' AND (n.properties::jsonb ->> 'hasspn')::boolean
-    AND (n.properties::jsonb ->> 'enabled')::boolean
-GROUP BY n.id, n.name ORDER BY length, n.id LIMIT 1000
-"""
-
-
 def traversal_sql(
     name: str,
     parameters: dict[str, Any],
@@ -199,7 +162,10 @@ def traversal_sql(
     node_of: dict[str, int],
     answer: list[list[Any]],
 ) -> tuple[str, list[Any]] | None:
-    """The recursive SQL of a traversal query and its arguments (None: not a traversal)."""
+    """The recursive SQL of a traversal query (bench/recursive_sql.py) and its arguments,
+    from the query's parameters, the kind ids by name and graphsvc's answer (None: not a
+    traversal). A walk whose rows are (node, depth) is given the longest length graphsvc
+    found as its depth cap, the least it needs to find the same rows."""
     walked = [kinds[k] for k in WALK.split("|")]
     if name == "one hop":
         return ONE_HOP_SQL, [node_of[parameters["top"]], kinds["MemberOf"]]

@@ -65,6 +65,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 from bulk import bulk_insert_graph
+from recursive_sql import EXPOSURE_SQL, PATH_SQL
 from run import DEFAULT_POSTGRES, drop_postgres_database, postgres_database
 from shapes import SCALE_EDGE_KINDS, ScaleGraph
 
@@ -85,36 +86,6 @@ from graphsvc.store.migrate import upgrade_schema
 from graphsvc.store.paths import GraphVersion, read_edge_chunks, read_graph_version
 
 T = TypeVar("T")
-
-# The length of the shortest path from $1 to $2, as a SQL user writes it: a breadth-first
-# expansion from the start, one edge a level over the traversable kinds ($4), keeping
-# (node, depth) rows, where UNION drops a row already produced (the same node reached again
-# at the same depth), not a node already reached at a smaller depth, so every level holds
-# every node some walk of that length reaches. It stops at the depth cap ($3), then the
-# least depth at which the end appears is the length (NULL: no path within the cap).
-PATH_SQL = """
-WITH RECURSIVE walk(node, depth) AS (
-    SELECT $1::bigint, 0
-    UNION
-    SELECT e.end_id, w.depth + 1
-    FROM walk AS w JOIN edges AS e ON e.start_id = w.node
-    WHERE w.depth < $3 AND e.kind_id = ANY($4::int[])
-)
-SELECT min(depth) FROM walk WHERE node = $2
-"""
-
-# Exposure the same way, backwards from every target ($1) at once: each node that reaches a
-# target within the cap ($2), with the least depth it was found at (0 for the targets).
-EXPOSURE_SQL = """
-WITH RECURSIVE back(node, depth) AS (
-    SELECT unnest($1::bigint[]), 0
-    UNION
-    SELECT e.start_id, b.depth + 1
-    FROM back AS b JOIN edges AS e ON e.end_id = b.node
-    WHERE b.depth < $2 AND e.kind_id = ANY($3::int[])
-)
-SELECT node, min(depth) FROM back GROUP BY node
-"""
 
 
 class Disagreement(Exception):
