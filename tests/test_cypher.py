@@ -706,6 +706,11 @@ def test_a_one_node_match_read_off_the_columns_answers_as_the_general_plan(
         "RETURN a, b.enabled, count(*) AS n, count(DISTINCT b) AS d",
         "RETURN count(*) AS n, count(DISTINCT a) AS d",
         "WITH a, count(b) AS n WHERE n > 1 RETURN a.name, n ORDER BY n DESC, a.name LIMIT 5",
+        # The first groups of an order found on arrays (columnar.TopGroups): by a count, a
+        # node, a true/false, a string and a number property.
+        "RETURN a, b.enabled AS e, count(*) AS n ORDER BY n DESC, e, a SKIP 1 LIMIT 3",
+        "RETURN b.name AS name, count(a) AS n ORDER BY name DESC LIMIT 4",
+        "RETURN b.pwdlastset AS p, count(DISTINCT a) AS n ORDER BY n, p DESC LIMIT 4",
     ],
 )
 def test_one_relationship_counted_as_arrays_answers_as_the_general_plan(

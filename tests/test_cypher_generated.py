@@ -49,16 +49,19 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphsvc.cypher import columnar
 from graphsvc.cypher.execute import execute, explain
 from graphsvc.cypher.graph import COLUMN_KEYS, Column, ColumnMaker, NodeTable, QueryGraph
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps, Run
+from graphsvc.cypher.values import group_key, order_key
 from graphsvc.graph.path_index import Adjacency, GraphIndex, ObjectIds, hashes_of
 from graphsvc.store.paths import GraphVersion
 from tests.cypher_oracle import LoadedGraph, Oracle, StoreRows
@@ -825,8 +828,8 @@ def test_an_undirected_relationship_matches_a_self_loop_once(oracle: Oracle) -> 
     counted = same("MATCH (a)-[r]-(b) RETURN a.name, b.name, count(r)")
     # The same counted as arrays (cypher/columnar.py), which takes each direction apart.
     as_arrays = same("MATCH (a)-[:MemberOf]-(b) RETURN a.name, b.name, count(*)")
-    for asked, columnar in ((counted, False), (as_arrays, True)):
-        check(oracle, graph, query(asked, columnar=columnar))
+    for asked, on_arrays in ((counted, False), (as_arrays, True)):
+        check(oracle, graph, query(asked, columnar=on_arrays))
         assert sorted(ours(query_graph(graph), asked[0])) == [
             ["a", "a", 1],
             ["a", "b", 1],
@@ -865,3 +868,32 @@ def test_a_string_column_compares_as_python_does(
     held = [t for t in texts if t is not None]
     assert found == [compare(t, wanted) for t in held], (held, wanted, op)
     assert [column.value(i) for i in range(len(texts))] == texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.none() | STRINGS, min_size=1, max_size=20),
+    others=st.lists(st.none() | st.booleans() | st.integers(-3, 3) | STRINGS, max_size=6),
+    laid_out=st.booleans(),
+)
+def test_a_column_codes_and_ranks_values_as_grouping_and_order_by_do(
+    texts: list[str | None], others: list[Any], laid_out: bool
+) -> None:
+    """A column's values as codes and ranks (columnar.value_codes): equal codes exactly
+    where grouping puts values together, ranks in ORDER BY's order; for a string column on
+    its bytes (or decoded, when they would take too much room), and for a column of mixed
+    values."""
+    for held, kinds in ((texts, {"string"}), (texts + others, {"string", "mixed"})):
+        present = np.array([t is not None for t in held], dtype=bool)
+        column = Column.of(list(held), present, set(kinds))
+        nodes = np.array([*range(len(held)), 0], dtype=np.int64)  # a node met twice
+        with mock.patch.object(columnar, "STRING_RANK_BYTES", 2**25 if laid_out else 0):
+            coded = columnar.value_codes(column, nodes)
+        values = [held[node] for node in nodes.tolist()]
+        for i, first in enumerate(values):
+            for j, second in enumerate(values):
+                same_group = group_key(first) == group_key(second)
+                assert (coded.codes[i] == coded.codes[j]) == same_group, (first, second)
+                before = order_key(first) < order_key(second)
+                assert (coded.ranks[nodes[i]] < coded.ranks[nodes[j]]) == before, (first, second)
+        assert coded.count == len({group_key(v) for v in values})
