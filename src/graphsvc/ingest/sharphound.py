@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from graphsvc.ingest.derived import DerivedEdges, is_rdp_to_itself
+from graphsvc.ingest.facts import collected_facts
 from graphsvc.ingest.records import EdgeRecord, IngestError, NodeRecord, lower_keys
 from graphsvc.ingest.writer import GraphWriter
 
@@ -158,7 +159,7 @@ async def ingest_objects(
                 oid,
                 name if isinstance(name, str) and name else oid,
                 [label, "Base"],
-                properties,
+                {**properties, **collected_facts(label, record, properties)},
                 env,
             )
         )

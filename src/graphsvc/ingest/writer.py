@@ -25,7 +25,8 @@ EDGE_BATCH = 5000
 
 def merge_node(new: NodeRecord, old: NodeRecord | graph.StoredNode) -> NodeRecord:
     """Collectors repeat objects, sometimes as stubs: keep every kind and property seen, a real
-    name over a bare id, and the newest values."""
+    name over a bare id, and the newest values; a property the newer record states as null
+    is cleared."""
     name = new.name if new.name and new.name != new.object_id else old.name or new.name
     environment = new.environment_id or old.environment_id
     return NodeRecord(
@@ -35,6 +36,14 @@ def merge_node(new: NodeRecord, old: NodeRecord | graph.StoredNode) -> NodeRecor
         {**old.properties, **new.properties},
         environment,
     )
+
+
+def without_nulls(record: NodeRecord) -> NodeRecord:
+    """The record as stored: a null property is not kept (as the reference keeps none, and
+    so that a collected block's cleared value, ingest/facts.py, is gone)."""
+    if None in record.properties.values():
+        record.properties = {k: v for k, v in record.properties.items() if v is not None}
+    return record
 
 
 class GraphWriter:
@@ -104,7 +113,8 @@ class GraphWriter:
         if nodes:
             stored = await graph.find_nodes(self.conn, nodes)
             records = [
-                merge_node(r, stored[oid]) if oid in stored else r for oid, r in nodes.items()
+                without_nulls(merge_node(r, stored[oid]) if oid in stored else r)
+                for oid, r in nodes.items()
             ]
             await graph.upsert_nodes(
                 self.conn, records, self.run_number, self.now, kinds_only_grow=True
