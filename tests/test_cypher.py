@@ -11,10 +11,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
-from graphsvc.cypher import runtime, service
+from graphsvc.cypher import columnar, runtime, service
 from graphsvc.cypher.execute import execute
 from graphsvc.cypher.graph import NodeTables, QueryGraph
 from graphsvc.cypher.parse import parse
@@ -688,6 +689,49 @@ def test_a_one_node_match_read_off_the_columns_answers_as_the_general_plan(
     direct = v6.ours(f"{match} {returned}", given)
     general = v6.ours(f"{match} WITH u {returned}", given)
     assert direct == general and direct
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        "MATCH (a:User {name: 'ADMINISTRATOR@TESTLAB.LOCAL'})-[:MemberOf*1..]->(b:Group)",
+        "MATCH (a:Group)<-[:MemberOf*]-(b) WHERE b.enabled",
+        "MATCH (a:Computer)-[:MemberOf*0..]->(b)",
+        "MATCH (a {objectid: $start})-[:MemberOf|AdminTo*1..]->(b)",
+    ],
+)
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "RETURN count(DISTINCT b) AS n",
+        "RETURN DISTINCT b.name AS name ORDER BY name LIMIT 7",
+        "RETURN b.enabled AS e, count(DISTINCT b) AS n, min(b.name) AS first ORDER BY n, e",
+        "WITH DISTINCT b WHERE b:Group RETURN collect(b.name) AS names",
+    ],
+)
+@pytest.mark.parametrize("at_once", [False, True])
+def test_the_nodes_a_variable_length_pattern_reaches_answer_as_the_general_plan(
+    v6: Both, match: str, returned: str, at_once: bool
+) -> None:
+    """The plan that searches once for the nodes a variable-length relationship reaches
+    (`columnar.reached_ends`) against the general one, which walks every trail (a `WITH`
+    between the clauses makes the query take it): the same rows, the search node by node
+    or a whole frontier in one numpy pass (`at_once`)."""
+    given = {"start": f"{DOMAIN_ADMINS[:-4]}-500"}  # the fixture's Administrator
+    direct, general = f"{match} {returned}", f"{match} WITH a, b {returned}"
+
+    async def plans(conn: Connection) -> list[str]:
+        return [await service.explain_query(conn, v6.engine, q, given) for q in (direct, general)]
+
+    shown = asyncio.run(run_in_transaction(v6.url, plans))
+    assert "the nodes reached from the starts" in shown[0], shown[0]
+    assert "the nodes reached from the starts" not in shown[1], shown[1]
+    with mock.patch.object(columnar, "SEARCH_AT_ONCE", 1 if at_once else 10**9):
+        found = v6.ours(direct, given)
+    expected = v6.ours(general, given)
+    if "collect" in returned:
+        found, expected = [sorted(found[0][0])], [sorted(expected[0][0])]
+    assert found == expected and found
 
 
 @pytest.mark.parametrize(

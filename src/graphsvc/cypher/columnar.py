@@ -22,7 +22,14 @@ import numpy as np
 import numpy.typing as npt
 
 from graphsvc.cypher import syntax
-from graphsvc.cypher.expressions import Compiler, constant_count, contains_aggregate, rewrite
+from graphsvc.cypher.expressions import (
+    Compiler,
+    constant_count,
+    contains_aggregate,
+    is_aggregate,
+    rewrite,
+    walk,
+)
 from graphsvc.cypher.graph import Column
 from graphsvc.cypher.match import (
     Conjunct,
@@ -510,3 +517,164 @@ def string_ranks(column: Column, nodes: Array) -> Array | None:
     ranks = np.empty(nodes.size, dtype=np.int64)
     ranks[order] = np.cumsum(changed)
     return ranks
+
+
+# --- the nodes a variable-length relationship reaches --------------------------------------
+
+SEARCH_AT_ONCE = 256  # a frontier at least this large is expanded in one numpy pass
+
+
+def reached_ends(
+    match: syntax.Match, projection: syntax.Projection, compiler: Compiler
+) -> tuple[str, Runner, str] | None:
+    """`MATCH (a {..})-[:T*1..]->(b {..}) WHERE ..` (or `*0..`, or `<-`) followed by a WITH or
+    RETURN that reads b alone and whose answer no repeated row changes (DISTINCT, or
+    aggregates that are DISTINCT, min or max): one row {b} for each node a trail from a
+    start reaches, found by one search from the starts instead of a row for each trail,
+    whose number grows with every way round the groups' nesting. Every node a walk of one
+    or more directed relationships reaches, a trail reaches: the walk holds a path to it,
+    or a cycle through it when it is a start. (the step's description, the step, b's
+    name), or None for any other query."""
+    if match.optional or len(match.patterns) != 1 or projection.star:
+        return None
+    pattern = match.patterns[0]
+    if pattern.variable is not None or pattern.shortest is not None or len(pattern.elements) != 3:
+        return None
+    left, relationship, right = pattern.elements
+    assert isinstance(left, syntax.NodePattern) and isinstance(right, syntax.NodePattern)
+    assert isinstance(relationship, syntax.RelationshipPattern)
+    length = relationship.length
+    if (
+        relationship.variable is not None
+        or relationship.properties is not None
+        or length is None
+        or length.minimum > 1
+        or length.maximum is not None
+        or relationship.direction == "both"  # a trail cannot go back the way it came
+    ):
+        return None
+    start, end = left.variable, right.variable
+    if end is None or start == end:
+        return None
+    for element in (left, right):
+        if element.properties is not None and free_variables(element.properties):
+            return None
+    if not ignores_repeats(projection):
+        return None
+    names = {item.name for item in projection.items}
+    read: set[str] = set()
+    for expr in [item.expression for item in projection.items] + [
+        sort.expression for sort in projection.order
+    ]:
+        read |= free_variables(expr)
+    if not read - names <= {end}:
+        return None
+    scope = pattern_variables(pattern)
+    at_start: list[Conjunct] = []
+    at_end: list[Conjunct] = []
+    for part in split_conjuncts(match.where):
+        needs = free_variables(part)
+        if needs <= {end}:
+            at_end.append(Conjunct(compiler.predicate(part, scope), needs, part))
+        elif start is not None and needs <= {start}:
+            at_start.append(Conjunct(compiler.predicate(part, scope), needs, part))
+        else:
+            return None
+    first = NodeTest(compiler, left, scope, frozenset())
+    last = NodeTest(compiler, right, scope, frozenset())
+    candidates: Array | None = None
+    if first.object_id is None:
+        candidates, tested, at_start = tested_nodes(compiler, first, left, at_start)
+        if not tested:
+            return None
+    walked = RelTest(compiler, relationship, scope)
+    run = compiler.run
+    graph = run.graph
+    adjacency = graph.index.forward if relationship.direction == "out" else graph.index.backward
+    edges_of = graph.out_edges if relationship.direction == "out" else graph.in_edges
+
+    def starts() -> list[int]:
+        if candidates is None:
+            found = [node for node in first.found({}) if first.accepts(node, {})]
+        else:
+            run.heavy(candidates.size)
+            found = candidates.tolist()
+        if at_start:
+            assert start is not None
+            found = [n for n in found if all(c.test({start: Node(n)}) for c in at_start)]
+        return found
+
+    def reached(rows: Iterable[Row]) -> Iterator[Row]:
+        for _ in rows:
+            sources = starts()
+            ends = search(sources, adjacency, edges_of, walked, run)
+            if length.minimum == 0:
+                ends.update(sources)
+            for node in sorted(ends):
+                run.tick()
+                row = {end: Node(node)}
+                if last.accepts(node, {}) and all(c.test(row) for c in at_end):
+                    yield row
+
+    described = (
+        f"MATCH {describe_pattern(pattern)}: the nodes reached from the starts, each once "
+        "(one search, no row for each trail)"
+    )
+    return described, reached, end
+
+
+def ignores_repeats(projection: syntax.Projection) -> bool:
+    """Whether the projection's answer is the same however many times a row repeats."""
+    calls = [
+        e
+        for item in projection.items
+        for e in walk(item.expression)
+        if isinstance(e, syntax.Expr) and is_aggregate(e)
+    ]
+    if not calls:
+        return projection.distinct
+    return all(
+        isinstance(call, syntax.FunctionCall) and (call.distinct or call.name in ("min", "max"))
+        for call in calls
+    )
+
+
+def search(
+    sources: list[int], adjacency: Any, edges_of: Any, walked: RelTest, run: Any
+) -> set[int]:
+    """Every node one or more relationships of the pattern's kinds lead to from a source,
+    breadth first: node by node while the frontier is small, else in one numpy pass a
+    level."""
+    reached: set[int] = set()
+    expanded = set(sources)
+    frontier = list(expanded)
+    mask = walked.kind_mask
+    while frontier:
+        if len(frontier) < SEARCH_AT_ONCE:
+            following: list[int] = []
+            for node in frontier:
+                others, kinds = edges_of(node)
+                run.heavy(kinds.size)
+                if mask is not None and kinds.size:
+                    others = others[mask[kinds]]
+                run.tick(int(others.size) + 1)
+                for other in others.tolist():
+                    if other not in reached:
+                        reached.add(other)
+                        if other not in expanded:
+                            expanded.add(other)
+                            following.append(other)
+        else:
+            nodes = np.array(frontier, dtype=np.int64)
+            nodes = nodes[nodes + 1 < adjacency.offsets.size]  # added since: no edges
+            run.heavy(int((adjacency.offsets[nodes + 1] - adjacency.offsets[nodes]).sum()))
+            _, far, kinds = adjacency.step(nodes)
+            if mask is not None:
+                far = far[mask[kinds]]
+            run.tick(int(far.size) + 1)
+            found = np.unique(far).tolist()
+            following = [other for other in found if other not in expanded]
+            reached.update(found)
+            expanded.update(following)
+        frontier = following
+    return reached

@@ -21,6 +21,7 @@ import numpy as np
 
 from graphsvc.cypher import syntax
 from graphsvc.cypher.errors import semantic_error, type_error
+from graphsvc.cypher.expressions import by_identity, walk
 from graphsvc.cypher.values import Node, Path, Rel, equals, type_name
 
 if TYPE_CHECKING:
@@ -40,11 +41,10 @@ def pattern_variables(pattern: syntax.PatternPath) -> frozenset[str]:
     return frozenset(names)
 
 
+@by_identity
 def free_variables(expr: syntax.Expr) -> frozenset[str]:
     """The variables an expression reads, those its patterns name included (a pattern
     predicate `(b)-->()` reads b)."""
-    from graphsvc.cypher.expressions import walk
-
     names = set()
     for part in walk(expr):
         if isinstance(part, syntax.Variable):

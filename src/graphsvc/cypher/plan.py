@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphsvc.cypher import syntax
-from graphsvc.cypher.columnar import pair_counts, single_node
+from graphsvc.cypher.columnar import pair_counts, reached_ends, single_node
 from graphsvc.cypher.errors import semantic_error, type_error
 from graphsvc.cypher.expressions import (
     AGGREGATES,
@@ -112,11 +112,12 @@ def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Ste
     steps: list[Step] = []
     columns: list[str] = []
     clauses = list(query.clauses)
-    if len(clauses) > 1 and isinstance(clauses[0], syntax.Match):
+    first = clauses[0] if clauses else None
+    if len(clauses) > 1 and isinstance(first, syntax.Match):
         following = clauses[1]
         if isinstance(following, syntax.With | syntax.Return):
             kind = "WITH" if isinstance(following, syntax.With) else "RETURN"
-            counted = pair_counts(clauses[0], following.projection, kind, compiler)
+            counted = pair_counts(first, following.projection, kind, compiler)
             if counted is not None:
                 description, run, rest = counted
                 steps.append(Step(description, run))
@@ -125,6 +126,13 @@ def plan_single(query: syntax.SingleQuery, compiler: Compiler) -> tuple[list[Ste
                 step, scope, columns = plan_projection(rest, where, compiler, scope, kind)
                 steps.append(step)
                 clauses = clauses[2:]
+            else:
+                reached = reached_ends(first, following.projection, compiler)
+                if reached is not None:
+                    description, run, end = reached
+                    steps.append(Step(description, run))
+                    scope = frozenset({end})
+                    clauses = clauses[1:]
     for clause in clauses:
         if isinstance(clause, syntax.Match):
             step, scope = plan_match(clause, compiler, scope)
