@@ -364,13 +364,11 @@ def tested_nodes(
         candidates = nodes.ids
     else:
         candidates = nodes.by_label.get(rarest, np.zeros(0, dtype=np.int64))
-    compiler.run.heavy(candidates.size)
+    other_labels = [label for label in test.labels if label != rarest]
+    if pattern.properties is not None or conjuncts or other_labels:
+        compiler.run.heavy(candidates.size)  # a pass over them: none for a label's count
     kept, tested, remaining = filter_columns(compiler, pattern, candidates, conjuncts)
-    return (
-        with_labels(compiler, kept, (label for label in test.labels if label != rarest)),
-        tested,
-        remaining,
-    )
+    return with_labels(compiler, kept, other_labels), tested, remaining
 
 
 def describe_pattern(pattern: syntax.PatternPath) -> str:
