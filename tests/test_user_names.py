@@ -94,7 +94,7 @@ def test_live_users_that_read_alike_stop_the_upgrade(database_url: str) -> None:
         await conn.execute("UPDATE users SET deleted_at = $2 WHERE id = $1", upper, NOW)
 
     run_sql(database_url, delete_upper)
-    assert upgrade_schema(database_url) == ["0018"]
+    assert upgrade_schema(database_url)[:1] == ["0018"]  # then any later revision
     # SQLite rebuilds the table: its rows' sessions (ON DELETE CASCADE) stay.
     assert run_sql(database_url, count_sessions) == 1
     assert stored_users(database_url) == [
@@ -140,7 +140,7 @@ def test_the_downgrade_keeps_one_holder_of_each_name(database_url: str) -> None:
     ]
     with pytest.raises(DATABASE_ERRORS):
         seed_users(database_url, ("olive", True))
-    assert upgrade_schema(database_url) == ["0018"]
+    assert upgrade_schema(database_url)[:1] == ["0018"]  # then any later revision
 
 
 def test_a_name_taken_after_the_check_is_a_409(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ MANAGE_USERS = "auth/ManageUsers"  # users, and every user's tokens and upload j
 MANAGE_SELF = "auth/ManageSelf"  # one's own account; the reference's for the role lists
 MANAGE_PROVIDERS = "auth/ManageProviders"
 READ_CLIENTS = "clients/Read"
+WIPE_DATABASE = "db/Wipe"  # clear-database: administrators only
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from graphsvc.accounts.permissions import (
     MANAGE_USERS,
     READ_CLIENTS,
     READ_GRAPH,
+    WIPE_DATABASE,
 )
 from graphsvc.api.console import (
     redirect_to_console,
@@ -71,7 +72,7 @@ from graphsvc.api.probes import (
 )
 from graphsvc.console import assets as console_assets
 from graphsvc.cypher import service as cypher
-from graphsvc.graph import clients, data_quality, extensions, nodes, paths
+from graphsvc.graph import clearing, clients, data_quality, extensions, nodes, paths
 from graphsvc.graph.entities import (
     ENTITY_KINDS,
     ENTITY_LISTS,
@@ -667,6 +668,31 @@ OPERATIONS: tuple[Operation, ...] = (
         request_body=wire.CypherQueryRequest,
         # A query with a long list of object ids as a parameter outgrows the 16 KiB default.
         max_body_bytes=1024 * 1024,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/graphs/source-kinds",
+        "ListSourceKinds",
+        "The source kinds nodes are deleted by (clear-database's deleteSourceKinds): Base, "
+        "AZBase and each OpenGraph source kind ingested, then 0, the nodes of none",
+        clearing.list_source_kinds,
+        wire.SourceKindListResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+    ),
+    Operation(
+        "POST",
+        f"{V2}/clear-database",
+        "DeleteBloodHoundDatabase",
+        "Delete collected graph data (all of it, by source kind, or relationships of given "
+        "kinds), file ingest history or data-quality history, at once and audited",
+        clearing.clear_database,
+        None,
+        (*ERRORS, "409"),
+        permission=WIPE_DATABASE,
+        request_body=wire.ClearDatabaseRequest,
+        writes=True,
+        status=204,
     ),
     Operation(
         "GET",

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from typing import Any
 
 import msgspec
@@ -67,6 +68,8 @@ class Writes:
             headers = self.admission.preference_applied(request)
             if op.tells_upload_limit:
                 headers[UPLOAD_LIMIT_HEADER] = str(self.settings.max_upload_bytes)
+            if op.status == HTTPStatus.NO_CONTENT:
+                return Response(op.status, b"", headers)
             return json_response(body, op.status, headers)
 
         return endpoint

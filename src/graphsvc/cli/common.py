@@ -320,7 +320,8 @@ class Commands(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMAND_MODULES:
             return None
-        command: click.Command = getattr(importlib.import_module(COMMAND_MODULES[name]), name)
+        module = importlib.import_module(COMMAND_MODULES[name])
+        command: click.Command = getattr(module, name.replace("-", "_"))
         return command
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -352,6 +353,7 @@ COMMAND_MODULES = {
     "exposure": "graphsvc.cli.data",
     "query": "graphsvc.cli.query",
     "domains": "graphsvc.cli.data",
+    "clear-database": "graphsvc.cli.data",
     "user": "graphsvc.cli.accounts",
     "token": "graphsvc.cli.accounts",
     "saml": "graphsvc.cli.accounts",

@@ -272,3 +272,77 @@ def schema_register(definition: Path, as_json: bool) -> None:
         {"id": extension_id, "name": spec.name},
         f"extension {spec.name} registered: id {extension_id}",
     )
+
+
+@click.command("clear-database")
+@click.option("--all", "whole_graph", is_flag=True, help="Every collected node and relationship.")
+@click.option(
+    "--source-kind",
+    "source_kinds",
+    multiple=True,
+    help="The nodes of a source kind, by name (Base, AZBase, an OpenGraph source kind) or "
+    "number; 0 or Sourceless: the nodes of none. Repeatable.",
+)
+@click.option(
+    "--relationships",
+    multiple=True,
+    help="Every relationship of a kind (HasSession). Repeatable.",
+)
+@click.option("--ingest-history", is_flag=True, help="The upload jobs that have ended.")
+@click.option(
+    "--data-quality-history", is_flag=True, help="Every data-quality statistic and aggregation."
+)
+@click.option("--yes", is_flag=True, help="Delete without asking first.")
+@click.option("--json", "as_json", is_flag=True)
+def clear_database(
+    whole_graph: bool,
+    source_kinds: tuple[str, ...],
+    relationships: tuple[str, ...],
+    ingest_history: bool,
+    data_quality_history: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Delete collected data as POST /api/v2/clear-database does: at once, in one
+    transaction, audited; asks first unless --yes."""
+    from graphsvc.graph import clearing
+
+    parts = [
+        "every collected node and relationship" if whole_graph else "",
+        f"the nodes of source kind(s) {', '.join(source_kinds)}" if source_kinds else "",
+        f"the relationships of kind(s) {', '.join(relationships)}" if relationships else "",
+        "the ended upload jobs" if ingest_history else "",
+        "the data-quality history" if data_quality_history else "",
+    ]
+    asked = [part for part in parts if part]
+    if not asked:
+        fail(
+            "nothing to delete: give --all, --source-kind, --relationships, --ingest-history "
+            "or --data-quality-history"
+        )
+    if not yes:
+        click.confirm(f"Delete {'; '.join(asked)}?", abort=True, err=True)
+
+    async def work(conn: database.Connection) -> list[str]:
+        known = {k.name: k.id for k in (await clearing.list_source_kinds(conn)).data.kinds}
+        ids = []
+        for given in source_kinds:
+            if given.isdigit():
+                ids.append(int(given))
+            elif given in known:
+                ids.append(known[given])
+            else:
+                names = ", ".join(sorted(known))
+                raise ApiError(400, f"no source kind {given!r} (known: {names})", "--source-kind")
+        body = wire.ClearDatabaseRequest(
+            deleteCollectedGraphData=whole_graph,
+            deleteSourceKinds=ids,
+            deleteRelationships=list(relationships),
+            deleteFileIngestHistory=ingest_history,
+            deleteDataQualityHistory=data_quality_history,
+        )
+        checked = await clearing.check_clearing(conn, body)
+        return await clearing.clear(conn, checked, clearing.wire_options(body))
+
+    done = run_command_transaction(load_settings(), work)
+    emit(as_json, {"deleted": done}, f"deleted: {', '.join(done)}")

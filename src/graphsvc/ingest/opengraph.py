@@ -15,6 +15,7 @@ from typing import Any
 
 from graphsvc.ingest.records import Endpoint, IngestError, MatchedEdge, NodeRecord, Primitive
 from graphsvc.ingest.writer import GraphWriter
+from graphsvc.store import clearing
 
 Reader = Callable[[str], AsyncIterator[tuple[int, Any]]]
 
@@ -28,6 +29,8 @@ async def ingest(read: Reader, source: str, writer: GraphWriter) -> None:
     since they may name nodes by name or property, or nodes of a later file."""
     metadata = [m async for _, m in read("metadata")]
     source_kind = parse_metadata(metadata[0] if metadata else None, source)
+    if source_kind:  # clear-database can then delete its nodes (store/clearing.py)
+        await clearing.register_source_kind(writer.conn, source_kind)
     seen = 0
     async for i, raw in read("graph.nodes.item"):
         await writer.node(parse_node(raw, source, f"graph.nodes[{i}]", source_kind))

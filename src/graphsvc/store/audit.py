@@ -28,7 +28,12 @@ ACTIONS = {
     "token.revoked": "DeleteAuthToken",
     "login": "LoginAttempt",
     "login.failed": "LoginAttempt",
+    "data.delete_requested": "DeleteBloodhoundData",
+    "data.deleted": "DeleteBloodhoundData",
 }
+# Events whose status is not the change's: the reference writes its intent to clear the
+# database before the parts it deleted.
+STATUSES = {"data.delete_requested": "intent"}
 # The reference's audit filters and sort columns.
 AUDIT_FILTERS = {
     "id": FilterColumn("id", "int", RANGE),
@@ -109,7 +114,7 @@ async def insert_audit_events(
             json.dumps(fields, default=str),
             request_id,
             source,
-            status,
+            STATUSES.get(event.event, status),
             commit_id,
         )
     await conn.execute("DELETE FROM audit_events WHERE created_at < $1", retention_start)

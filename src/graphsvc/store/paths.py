@@ -19,29 +19,34 @@ NODE_CHUNK = 50_000
 
 @dataclass(frozen=True)
 class GraphVersion:
-    """Which graph the store holds. Only ingest runs write nodes and edges, and each adds one
-    row to ingest_runs, so their number moves with every change; the latest run's id (a
-    random UUID) tells apart two stores, or one store emptied and filled again, that hold
-    as many runs. Kinds are also added by a schema extension, without a run: their number
-    (they are never removed) moves with those."""
+    """Which graph the store holds. Ingest runs write nodes and edges, and each adds one row
+    to ingest_runs, so their number moves with every run; the latest run's id (a random
+    UUID) tells apart two stores, or one store emptied and filled again, that hold as many
+    runs. Kinds are also added by a schema extension, without a run: their number (they are
+    never removed) moves with those. A clearing (clear-database) deletes without a run:
+    graph_clearings counts those (its rows are never removed either)."""
 
     runs: int
     latest_run: str
     kinds: int
+    clearings: int = 0
 
     @property
     def name(self) -> str:
-        return f"{self.runs}-{self.latest_run or 'empty'}-{self.kinds}"
+        cleared = f"-c{self.clearings}" if self.clearings else ""
+        return f"{self.runs}-{self.latest_run or 'empty'}-{self.kinds}{cleared}"
 
 
 async def read_graph_version(conn: Connection) -> GraphVersion:
     row = await conn.fetchrow(
         """SELECT (SELECT count(*) FROM ingest_runs),
             (SELECT id FROM ingest_runs ORDER BY created_at DESC, id DESC LIMIT 1),
-            (SELECT count(*) FROM kinds)"""
+            (SELECT count(*) FROM kinds), (SELECT count(*) FROM graph_clearings)"""
     )
     assert row is not None
-    return GraphVersion(int(row[0]), "" if row[1] is None else str(row[1]), int(row[2]))
+    return GraphVersion(
+        int(row[0]), "" if row[1] is None else str(row[1]), int(row[2]), int(row[3])
+    )
 
 
 async def count_edges(conn: Connection) -> int:

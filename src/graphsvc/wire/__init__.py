@@ -37,6 +37,12 @@ from graphsvc.wire.accounts import (
     UserSecret,
     UserUpdate,
 )
+from graphsvc.wire.clearing import (
+    ClearDatabaseRequest,
+    SourceKind,
+    SourceKindList,
+    SourceKindListResponse,
+)
 from graphsvc.wire.clients import (
     COLLECTION_FLAGS,
     Client,
@@ -156,6 +162,7 @@ __all__ = [
     "AuthTokenListResponse",
     "AuthTokenResponse",
     "AzureTenantStats",
+    "ClearDatabaseRequest",
     "Client",
     "ClientEvent",
     "ClientResponse",
@@ -235,6 +242,9 @@ __all__ = [
     "SamlProviderResponse",
     "SearchResult",
     "SelfResponse",
+    "SourceKind",
+    "SourceKindList",
+    "SourceKindListResponse",
     "TokenFields",
     "UploadedFile",
     "User",
