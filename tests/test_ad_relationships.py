@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from graphsvc.store import graph
+from graphsvc.store import graph, uploads
 from tests.conftest import Env, ingest
 from tests.test_sharphound import SAMPLES, TESTLAB, WIN10, Expected, raw_documents
 
@@ -633,3 +634,125 @@ def test_local_groups_in_any_key_case(env: Env, tmp_path: Path) -> None:
         (f"{SID}-1201", "CanRDP"),
         (f"{SID}-1202", "CanPSRemote"),
     }
+
+
+def derived_edges(env: Env) -> set[Triple]:
+    """The relationships the analysis made (marked derived in the store)."""
+
+    async def read(conn):  # type: ignore[no-untyped-def]
+        return await conn.fetch(
+            """SELECT s.object_id, k.name, e.object_id FROM edges x
+            JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id
+            JOIN kinds k ON k.id = x.kind_id WHERE x.derived"""
+        )
+
+    return {(r[0], r[1], r[2]) for r in env.run_in_transaction(read)}
+
+
+def test_a_collection_uploaded_in_parts_gets_the_derived_edges_of_one_upload(
+    env: Env, tmp_path: Path
+) -> None:
+    """The analysis runs over the whole graph after each run: the domain's rights in one run
+    and the groups that combine them in another give the DCSync edges one run gives."""
+    folder = SAMPLES["v6 folder"]
+    ingest(env, folder)
+    whole = derived_edges(env)
+    assert pairs(whole, "DCSync") and pairs(whole, "DCSync") == pairs(stored_edges(env), "DCSync")
+    env.run_in_transaction(graph_cleared)
+    assert derived_edges(env) == set()
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    for path in folder.glob("*.json"):
+        target = first if path.name in ("domains.json", "computers.json") else second
+        (target / path.name).write_bytes(path.read_bytes())
+    ingest(env, first)
+    # The rights alone: only their direct holders that hold both (none here) sync.
+    partial = derived_edges(env)
+    ingest(env, second)
+    assert derived_edges(env) == whole
+    assert partial != whole
+
+
+def test_the_next_analysis_replaces_what_the_last_derived(env: Env, tmp_path: Path) -> None:
+    """Derived edges follow the graph: gone when what they came from is gone (here the
+    GetChangesAll rights, cleared), made again by the next run's analysis; never doubled."""
+    ingest(env, SAMPLES["v6 folder"])
+    syncers = pairs(derived_edges(env), "DCSync")
+    assert syncers
+    ingest(env, SAMPLES["v6 folder"])
+    assert pairs(derived_edges(env), "DCSync") == syncers
+    assert Counter(k for _, k, _ in stored_edges(env))["DCSync"] == len(syncers)
+
+    async def drop_get_changes_all(conn):  # type: ignore[no-untyped-def]
+        await conn.execute(
+            "DELETE FROM edges WHERE kind_id = (SELECT id FROM kinds WHERE name = 'GetChangesAll')"
+        )
+
+    env.run_in_transaction(drop_get_changes_all)
+    other = write_documents(
+        tmp_path / "other",
+        {"users": document("users", [{"ObjectIdentifier": "S-1-5-21-9-9-9-1000",
+                                        "Properties": {"name": "OTHER@ELSEWHERE"}}])},
+    )  # fmt: skip
+    ingest(env, other)  # a run about something else: the analysis still sees the whole graph
+    assert pairs(derived_edges(env), "DCSync") == set()
+
+
+async def graph_cleared(conn):  # type: ignore[no-untyped-def]
+    for table in ("edges", "node_kinds", "tier_zero", "nodes"):
+        await conn.execute(f"DELETE FROM {table}")
+
+
+def put_analysis(env: Env, token: Any = None) -> Any:
+    headers = env.signed_headers("PUT", "/api/v2/analysis", token)
+    return env.request("PUT", "/api/v2/analysis", headers)
+
+
+def test_an_analysis_asked_for_and_the_pipelines_status(env: Env) -> None:
+    """`PUT /api/v2/analysis` analyses the graph as it is now (202, no content), and
+    `GET /api/v2/datapipe/status` says when analyses ran and whether an ingest is under
+    way; a Read-Only user may read the status but not start one, and none starts while an
+    ingest holds the lease."""
+    status = env.get("/api/v2/datapipe/status")
+    assert status.status_code == 200, status.text
+    never = "0001-01-01T00:00:00Z"
+    assert status.json()["data"] == {
+        "status": "idle",
+        "updated_at": never,
+        "last_complete_analysis_at": never,
+        "last_analysis_run_at": never,
+    }
+    ingest(env, SAMPLES["v6 folder"])
+    after_ingest = env.get("/api/v2/datapipe/status").json()["data"]
+    assert after_ingest["last_complete_analysis_at"] != never
+    assert after_ingest["last_analysis_run_at"] <= after_ingest["last_complete_analysis_at"]
+    assert pairs(derived_edges(env), "DCSync")
+
+    async def drop_get_changes_all(conn):  # type: ignore[no-untyped-def]
+        await conn.execute(
+            "DELETE FROM edges WHERE kind_id = (SELECT id FROM kinds WHERE name = 'GetChangesAll')"
+        )
+
+    env.run_in_transaction(drop_get_changes_all)
+    assert pairs(derived_edges(env), "DCSync")  # until the next analysis
+    answer = put_analysis(env)
+    assert answer.status_code == 202, answer.text
+    assert answer.content == b""
+    assert pairs(derived_edges(env), "DCSync") == set()
+    again = env.get("/api/v2/datapipe/status").json()["data"]
+    assert again["last_complete_analysis_at"] > after_ingest["last_complete_analysis_at"]
+
+    reader = env.user_with_token("reader", "Read-Only")
+    assert env.get("/api/v2/datapipe/status", reader).status_code == 200
+    refused = put_analysis(env, reader)
+    assert refused.status_code == 403 and "graphdb/Write" in refused.json()["errors"][0]["message"]
+
+    async def hold_the_lease(conn):  # type: ignore[no-untyped-def]
+        now = datetime.now(UTC)
+        assert await uploads.take_lease(conn, "an ingester", now, now + timedelta(minutes=5))
+
+    env.run_in_transaction(hold_the_lease)
+    assert env.get("/api/v2/datapipe/status").json()["data"]["status"] == "ingesting"
+    busy = put_analysis(env)
+    assert busy.status_code == 409, busy.text

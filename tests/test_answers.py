@@ -40,6 +40,7 @@ from graphsvc.api.web import Request
 from graphsvc.crypto import KeyBox
 from graphsvc.demo.dataset import DemoResult
 from graphsvc.store import data_quality, postgres, sqlite
+from graphsvc.store import uploads as store_uploads
 from graphsvc.store.data_version import READ_DATA_VERSION
 from graphsvc.store.db import Connection, asyncpg_dsn, create_database, run_in_transaction
 from tests.conftest import (
@@ -424,7 +425,23 @@ def test_a_kept_answer_reads_no_parameters_on_the_whole_path(
 
 def test_the_operations_not_kept_show_what_moves_at_once(env: Env) -> None:
     names = {op.operation_id for op in OPERATIONS if not op.cached}
-    assert names == {"ListAuthTokens", "ListFileUploadJobs", "ListAuditLogs", "GetSelf"}
+    assert names == {
+        "ListAuthTokens",
+        "ListFileUploadJobs",
+        "ListAuditLogs",
+        "GetSelf",
+        "GetDatapipeStatus",
+    }
+    # The pipeline's status follows the ingest lease, which moves no data version.
+    status = "/api/v2/datapipe/status"
+    assert env.get(status).json()["data"]["status"] == "idle"
+
+    async def hold_the_lease(conn: Connection) -> None:
+        now = datetime.now(UTC)
+        assert await store_uploads.take_lease(conn, "an ingester", now, now + timedelta(minutes=5))
+
+    asyncio.run(run_in_transaction(env.url, hold_the_lease))
+    assert env.get(status).json()["data"]["status"] == "ingesting"
     # A token's last access moves without moving the data version, and shows at once.
     other = env.user_with_token("other", "Read-Only")
     uri = f"/api/v2/tokens?id={other.id}"

@@ -15,7 +15,7 @@ import pytest
 
 from graphsvc.api.routes import OPERATIONS
 from graphsvc.demo.collectors import Domain, write_sharphound
-from graphsvc.graph.entities import ENTITY_KINDS, ENTITY_LISTS
+from graphsvc.graph.entities import CERTIFICATE_SERVICES, ENTITY_KINDS, ENTITY_LISTS
 from graphsvc.store.graph import ACL_KINDS
 from tests.conftest import Env, ingest
 from tests.test_sharphound import SAMPLES, Expected, raw_documents
@@ -176,18 +176,58 @@ def test_dcom_users_is_the_seeds_dcom_rights(v6: Env) -> None:
         assert listed(v6, f"/api/v2/computers/{computer}/dcom-users") == seed
 
 
+# The entity kinds the v6 folder collects (certificate services: the ADCS zip's, below).
+V6_SEGMENTS = [segment for segment in ENTITY_KINDS if (V6 / f"{segment}.json").exists()]
+
+
+def check_entity_answer(env: Env, segment: str, object_id: str) -> dict[str, Any]:
+    """The entity's properties and the size of each of its lists, each equal to its list's
+    count; and with counts=false, its properties alone."""
+    body: dict[str, Any] = env.get(f"/api/v2/{segment}/{object_id}").json()["data"]
+    assert body["props"]["objectid"] == object_id
+    lists = [e for e in ENTITY_LISTS if e.segment == segment]
+    assert set(body) == {"props", *(e.count_key for e in lists)}, segment
+    for entry in lists:
+        size = env.get(f"/api/v2/{segment}/{object_id}/{entry.path}").json()["count"]
+        assert body[entry.count_key] == size, (segment, entry.path)
+    bare = env.get(f"/api/v2/{segment}/{object_id}?counts=false").json()["data"]
+    assert set(bare) == {"props"}
+    return body
+
+
 def test_an_entity_answers_its_properties_and_the_size_of_each_list(v6: Env) -> None:
-    for segment, label in ENTITY_KINDS.items():
-        object_id = ids_of(segment)[0]
-        body = v6.get(f"/api/v2/{segment}/{object_id}").json()["data"]
-        assert body["props"]["objectid"] == object_id
-        lists = [e for e in ENTITY_LISTS if e.segment == segment]
-        assert set(body) == {"props", *(e.count_key for e in lists)}, label
-        for entry in lists:
-            size = v6.get(f"/api/v2/{segment}/{object_id}/{entry.path}").json()["count"]
-            assert body[entry.count_key] == size, (segment, entry.path)
-        bare = v6.get(f"/api/v2/{segment}/{object_id}?counts=false").json()["data"]
-        assert set(bare) == {"props"}
+    for segment in V6_SEGMENTS:
+        check_entity_answer(v6, segment, ids_of(segment)[0])
+
+
+def test_certificate_services_entities_and_their_published_templates(env: Env) -> None:
+    """The reference's certificate-services routes on its ADCS collection: each object and
+    the size of its lists; a CA's published templates and a template's CAs are the CA
+    records' EnabledCertTemplates, from either side; an unknown id is a 404."""
+    path = SAMPLES["adcs zip"]
+    ingest(env, path)
+    documents = raw_documents(path)
+    by_type = {d["meta"]["type"]: d["data"] for d in documents}
+    published = {
+        (t["ObjectIdentifier"].upper(), ca["ObjectIdentifier"].upper())
+        for ca in by_type["enterprisecas"]
+        for t in ca["EnabledCertTemplates"]
+    }
+    assert published
+    for segment in CERTIFICATE_SERVICES:
+        label = ENTITY_KINDS[segment]
+        ids = [r["ObjectIdentifier"].upper() for r in by_type.get(segment, [])]
+        for object_id in ids:
+            check_entity_answer(env, segment, object_id)
+        missing = env.get(f"/api/v2/{segment}/NO-SUCH-ID/controllers")
+        assert missing.status_code == 404 and label in missing.json()["errors"][0]["message"]
+        assert ids or segment == "issuancepolicies", segment
+    for ca in {c for _, c in published}:
+        found = listed(env, f"/api/v2/enterprisecas/{ca}/published-templates")
+        assert found == {t for t, c in published if c == ca}
+    for template in {t for t, _ in published}:
+        found = listed(env, f"/api/v2/certtemplates/{template}/published-to-cas")
+        assert found == {c for t, c in published if t == template}
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
@@ -197,7 +237,7 @@ def test_every_entity_route_refuses_what_it_must(v6: Env) -> None:
     user = ids_of("users")[0]
     for op in OPERATIONS:
         segments = op.path.split("/")
-        if len(segments) < 5 or segments[3] not in ENTITY_KINDS:
+        if len(segments) < 5 or segments[3] not in V6_SEGMENTS:
             continue
         if op.operation_id in ("ListComputerDCOMRights", "ListDomainExposure"):
             continue  # not of the table: the seed's own (test_dcom_rights), and exposure

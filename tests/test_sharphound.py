@@ -152,6 +152,7 @@ class Expected:
         self.laps: dict[str, set[str]] = {}  # domain -> computers with LAPS
         self.builtin: dict[str, tuple[set[str], dict[str, str | None]]] = {}
         self.acl: set[tuple[str, str, str]] = set()  # the edges of ACEs and SPN targets
+        self.props: dict[str, dict[str, Any]] = {}  # each record's properties, lower-cased
         for document in documents:
             kind = document["meta"]["type"]
             for raw in document["data"]:
@@ -186,6 +187,7 @@ class Expected:
         domain = oid if kind == "domains" else domain.upper() if domain else None
         label = LABELS[kind]
         self.nodes[oid] = (label, domain)
+        self.props[oid] = {**self.props.get(oid, {}), **props}
         if kind == "domains" and props.get("name"):
             self.domains.add(oid)
             name = props["name"].upper()
@@ -350,6 +352,116 @@ class Expected:
             for computer in self.laps.get(domain, set()):
                 for holder in syncers:
                     self.edge(holder, "SyncLAPSPassword", computer, domain)
+        self.derive_certificate_chain()
+        self.derive_domain_edges()
+
+    def of_label(self, label: str) -> list[str]:
+        return sorted(oid for oid, (found, _) in self.nodes.items() if found == label)
+
+    def derive_certificate_chain(self) -> None:
+        """The reference's ADCS post-processing, as its documentation and tests state it:
+        thumbprints and chains give TrustedForNTAuth, IssuedSignedBy and EnterpriseCAFor;
+        template policies ExtendedByPolicy; and GoldenCert from the enabled hosts of a CA
+        trusted by a domain's NTAuth store and chained through CAs to its root CA."""
+        cas = ("EnterpriseCA", "RootCA", "AIACA")
+        print_of = {
+            oid: self.props.get(oid, {}).get("certthumbprint")
+            for label in cas
+            for oid in self.of_label(label)
+        }
+        chain: set[tuple[str, str]] = set()
+        for store in self.of_label("NTAuthStore"):
+            for thumbprint in self.props.get(store, {}).get("certthumbprints") or []:
+                for ca in self.of_label("EnterpriseCA"):
+                    if thumbprint and print_of[ca] == thumbprint:
+                        self.edge(ca, "TrustedForNTAuth", store, self.nodes[store][1])
+        for child in print_of:
+            certificates = self.props.get(child, {}).get("certchain") or []
+            if len(certificates) > 1:
+                for parent, thumbprint in print_of.items():
+                    if thumbprint == certificates[1]:
+                        self.edge(child, "IssuedSignedBy", parent, self.nodes[child][1])
+                        chain.add((child, parent))
+        for ca in self.of_label("EnterpriseCA"):
+            for other in self.of_label("RootCA") + self.of_label("AIACA"):
+                if print_of[ca] and print_of[ca] == print_of[other]:
+                    self.edge(ca, "EnterpriseCAFor", other, self.nodes[ca][1])
+                    chain.add((ca, other))
+        for template in self.of_label("CertTemplate"):
+            sid = self.props.get(template, {}).get("domainsid")
+            for policy in self.of_label("IssuancePolicy"):
+                oid = self.props.get(policy, {}).get("certtemplateoid")
+                if (
+                    oid in (self.props.get(template, {}).get("certificatepolicy") or [])
+                    and sid
+                    and self.props.get(policy, {}).get("domainsid") == sid
+                ):
+                    self.edge(template, "ExtendedByPolicy", policy, sid.upper())
+        edges = list(self.edges)
+        for ca in self.of_label("EnterpriseCA"):
+            hosts = [
+                s for s, k, e in edges
+                if k == "HostsCAService" and e == ca
+                and self.props.get(s, {}).get("enabled") is True
+            ]  # fmt: skip
+            reached, todo = {ca}, [ca]
+            while todo:
+                node = todo.pop()
+                for child, parent in chain:
+                    if child == node and parent not in reached:
+                        reached.add(parent)
+                        todo.append(parent)
+            rooted = {
+                e for s, k, e in edges
+                if k == "RootCAFor" and s in reached and self.nodes[s][0] == "RootCA"
+            }  # fmt: skip
+            stores = {e for s, k, e in edges if k == "TrustedForNTAuth" and s == ca}
+            trusting = {
+                e for s, k, e in edges
+                if k == "NTAuthStoreFor" and s in stores and self.nodes[s][0] == "NTAuthStore"
+            }  # fmt: skip
+            for domain in rooted & trusting:
+                for host in hosts:
+                    self.edge(host, "GoldenCert", domain, domain)
+
+    def derive_domain_edges(self) -> None:
+        """HasTrustKeys and ProtectAdminGroups, as the reference's documentation states them:
+        a collected domain holds the key of the trust account (its NetBIOS name and "$") in
+        each domain it trusts outbound; a domain's AdminSDHolder protects its principals
+        marked adminsdholderprotected."""
+        edges = list(self.edges)
+        collected = [d for d in self.of_label("Domain") if self.props.get(d)]
+        for domain in collected:
+            netbios = self.props.get(domain, {}).get("netbios")
+            for s, k, trusted in edges:
+                if s != domain or k not in ("SameForestTrust", "CrossForestTrust") or not netbios:
+                    continue
+                sid = (self.props.get(trusted, {}).get("domainsid") or trusted).upper()
+                accounts = sorted(
+                    u for u in self.of_label("User")
+                    if self.props.get(u, {}).get("samaccountname") == f"{netbios}$"
+                    and str(self.props.get(u, {}).get("domainsid", "")).upper() == sid
+                )  # fmt: skip
+                if accounts:
+                    self.edge(domain, "HasTrustKeys", accounts[0], domain)
+        for domain in collected:
+            holders = sorted(
+                c for c in self.of_label("Container")
+                if str(self.props.get(c, {}).get("domainsid", "")).upper() == domain
+                and str(self.props.get(c, {}).get("distinguishedname", "")).startswith(
+                    "CN=ADMINSDHOLDER,CN=SYSTEM,"
+                )
+            )  # fmt: skip
+            if not holders:
+                continue
+            for label in ("User", "Group", "Computer"):
+                for principal in self.of_label(label):
+                    props = self.props.get(principal, {})
+                    if (
+                        props.get("adminsdholderprotected") is True
+                        and str(props.get("domainsid", "")).upper() == domain
+                    ):
+                        self.edge(holders[0], "ProtectAdminGroups", principal, domain)
 
     def domain_of_edge(self, triple: tuple[str, str, str]) -> str | None:
         env = self.edges[triple]

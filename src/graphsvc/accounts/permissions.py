@@ -13,6 +13,7 @@ from graphsvc.store.accounts import Principal
 from graphsvc.store.db import Connection
 
 READ_GRAPH = "graphdb/Read"
+WRITE_GRAPH = "graphdb/Write"  # what the reference asks to start an analysis
 INGEST = "graphdb/Ingest"  # the reference's permission for its file-upload routes
 CREATE_TOKEN = "auth/CreateToken"  # noqa: S105 - a permission's name, not a secret
 MANAGE_USERS = "auth/ManageUsers"  # users, and every user's tokens and upload jobs

@@ -91,8 +91,8 @@ def document_operation(op: Operation) -> dict[str, Any]:
     responses: dict[str, Any] = {
         str(op.status): {"description": HTTPStatus(op.status).phrase, "content": content}
     }
-    if op.status == HTTPStatus.NO_CONTENT:
-        del responses[str(op.status)]["content"]
+    if op.response is None and op.status in (HTTPStatus.NO_CONTENT, HTTPStatus.ACCEPTED):
+        del responses[str(op.status)]["content"]  # answered with no content
     if op.tells_upload_limit:
         responses[str(op.status)]["headers"] = {
             UPLOAD_LIMIT_HEADER: {

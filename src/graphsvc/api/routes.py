@@ -30,7 +30,9 @@ from graphsvc.accounts.permissions import (
     READ_CLIENTS,
     READ_GRAPH,
     WIPE_DATABASE,
+    WRITE_GRAPH,
 )
+from graphsvc.analysis import requests
 from graphsvc.api.console import (
     redirect_to_console,
     serve_api_reference,
@@ -693,6 +695,29 @@ OPERATIONS: tuple[Operation, ...] = (
         request_body=wire.ClearDatabaseRequest,
         writes=True,
         status=204,
+    ),
+    Operation(
+        "GET",
+        f"{V2}/datapipe/status",
+        "GetDatapipeStatus",
+        "What the pipeline does (idle, or ingesting while an upload job is ingested) and when "
+        "the analysis last began and ended",
+        requests.datapipe_status,
+        wire.DatapipeStatusResponse,
+        ERRORS,
+        cached=False,  # the ingest lease moves without a write that moves the data version
+    ),
+    Operation(
+        "PUT",
+        f"{V2}/analysis",
+        "StartAnalysis",
+        "Analyse the whole graph now (derived relationships, tier zero); answered once done",
+        requests.request_analysis,
+        None,
+        (*ERRORS, "409"),
+        permission=WRITE_GRAPH,
+        writes=True,
+        status=202,
     ),
     Operation(
         "GET",

@@ -238,9 +238,9 @@ def error_response(
 
 
 async def send_response(send: Send, response: Response, request_id: str, head: bool) -> None:
-    """Every answer carries the request's id; HEAD gets the headers only, and a 304 or a 204
-    no content headers (a 304's Content-Length would have to be the 200's; a 204 has no
-    content to describe)."""
+    """Every answer carries the request's id; HEAD gets the headers only, and a 304 or an
+    answer with no content (a 204, a 202 with no body) no content headers (a 304's
+    Content-Length would have to be the 200's; the others have no content to describe)."""
     headers = response_headers(response, request_id)
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else response.body})
@@ -251,7 +251,7 @@ def response_headers(response: Response, request_id: str) -> list[tuple[bytes, b
         (b"requestid", request_id.encode()),
         *((name.lower().encode(), value.encode()) for name, value in response.headers.items()),
     ]
-    if response.status not in (204, 304):
+    if response.status != 304 and not (response.status in (202, 204) and not response.body):
         headers += [
             (b"content-type", response.content_type),
             (b"content-length", str(len(response.body)).encode()),

@@ -36,6 +36,9 @@ from graphsvc.store.db import DATABASE_ERRORS, Connection, Database
 from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 
 log = logging.getLogger("graphsvc")
+# A write answered with no content, as the reference's: a deletion (204), a request it
+# accepts (202, as `PUT /api/v2/analysis`).
+NO_CONTENT = (HTTPStatus.NO_CONTENT, HTTPStatus.ACCEPTED)
 
 
 class Writes:
@@ -68,7 +71,7 @@ class Writes:
             headers = self.admission.preference_applied(request)
             if op.tells_upload_limit:
                 headers[UPLOAD_LIMIT_HEADER] = str(self.settings.max_upload_bytes)
-            if op.status == HTTPStatus.NO_CONTENT:
+            if op.response is None and op.status in NO_CONTENT:
                 return Response(op.status, b"", headers)
             return json_response(body, op.status, headers)
 

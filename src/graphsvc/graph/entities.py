@@ -32,7 +32,16 @@ ENTITY_KINDS = {
     "ous": "OU",
     "gpos": "GPO",
     "containers": "Container",
+    "certtemplates": "CertTemplate",
+    "enterprisecas": "EnterpriseCA",
+    "rootcas": "RootCA",
+    "aiacas": "AIACA",
+    "ntauthstores": "NTAuthStore",
+    "issuancepolicies": "IssuancePolicy",
 }
+# Certificate services, as the reference names them; each entity also lists its controllers.
+CERTIFICATE_SERVICES = ("certtemplates", "enterprisecas", "rootcas", "aiacas", "ntauthstores",
+                        "issuancepolicies")  # fmt: skip
 TRUSTS = ("SameForestTrust", "CrossForestTrust")
 
 
@@ -169,6 +178,26 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("containers", "controllers", "controllers",
                "Who holds a right over the container (an ACE), and their members",
                CONTROLLERS),
+    *(EntityList(segment, "controllers", "controllers",
+                 f"Who holds a right over the {ENTITY_KINDS[segment]} (an ACE, enrolment "
+                 "and CA management included), and their members", CONTROLLERS)
+      for segment in CERTIFICATE_SERVICES),
+    EntityList("certtemplates", "published-to-cas", "published-to-cas",
+               "The enterprise CAs the template is published to",
+               Walk(("PublishedTo",), "out", "transitive")),
+    EntityList("enterprisecas", "published-templates", "published-templates",
+               "The certificate templates published to the CA",
+               Walk(("PublishedTo",), "in", "transitive")),
+    EntityList("ntauthstores", "trusted-cas", "trusted-cas",
+               "The enterprise CAs the NTAuth store trusts for NT authentication",
+               Walk(("TrustedForNTAuth",), "in", "transitive")),
+    EntityList("rootcas", "pki-hierarchy", "pki-hierarchy",
+               "The CAs the root CA issued and signed, at any depth, and the computers "
+               "hosting them", Walk(("HostsCAService", "IssuedSignedBy", "EnterpriseCAFor"),
+                                    "in", "transitive")),
+    EntityList("issuancepolicies", "linkedtemplates", "linkedTemplates",
+               "The certificate templates the issuance policy extends",
+               Walk(("ExtendedByPolicy",), "in", "transitive")),
 )  # fmt: skip
 
 
@@ -210,7 +239,9 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
                 entity.node_id, await entities.find_kind_ids(conn, kind_names)
             )
             for entry in lists:
-                numbers[entry.count_key] = await entities.count_reached(conn, start, entry.walk)
+                numbers[wire.count_attribute(entry.count_key)] = await entities.count_reached(
+                    conn, start, entry.walk
+                )
         props = {
             "objectid": entity.object_id,
             "name": entity.name,

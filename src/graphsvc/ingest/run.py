@@ -22,6 +22,7 @@ from typing import Any
 
 import ijson
 
+from graphsvc.analysis import analyze
 from graphsvc.ingest import azurehound, opengraph, sharphound, statistics
 from graphsvc.ingest.lexer import PIECE_BYTES, PieceReader, TokenTooLong, bounded_pieces
 from graphsvc.ingest.records import IngestError, lower_keys
@@ -169,6 +170,7 @@ async def ingest_files(
             writer.source = source.label
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
+    await analyze(conn, run_number, now)
     await tier_zero.mark_tier_zero(conn)
     nodes, edges = await graph.count_run(conn, run_number)
     labels = [s.label for s in sources]

@@ -5,9 +5,10 @@ collector reports becomes an edge under the reference server's kind names: ACEs 
 the right), group membership and primary groups, containment, GPO links, sessions,
 delegation, SID history, SPN targets, trusts, DCs, unconstrained delegation, the ADCS links,
 and the local groups that give AdminTo, CanRDP, ExecuteDCOM and CanPSRemote (from the
-computer's groups, the legacy v3/v4 blocks and GPO changes). What needs more than one record
-(DCSync, SyncLAPSPassword, a domain controller's built-in groups) is gathered into
-`writer.derived` and written when the run ends (ingest/derived.py).
+computer's groups, the legacy v3/v4 blocks and GPO changes). A domain controller's built-in
+groups, shared by every DC that reports them, are gathered into `writer.derived` and written
+when the run ends (ingest/derived.py); what is derived from the graph itself (DCSync,
+SyncLAPSPassword) is the analysis's, over the whole graph (graphsvc.analysis).
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ def object_edges(
     env: str | None,
     derived: DerivedEdges,
 ) -> Iterable[EdgeRecord]:
-    yield from read_aces(label, oid, record, env, derived)
+    yield from read_aces(label, oid, record, env)
     parent = principal(record.get("containedby"))
     if parent:
         yield EdgeRecord(parent[0], oid, "Contains", env, parent[1], label)
@@ -227,7 +228,7 @@ def object_edges(
 
 
 def read_aces(
-    label: str, oid: str, record: dict[str, Any], env: str | None, derived: DerivedEdges
+    label: str, oid: str, record: dict[str, Any], env: str | None
 ) -> Iterable[EdgeRecord]:
     """One edge per ACE, named by its right, from the principal to the object; a right this
     version does not know keeps its own name. An enterprise CA's CA security entries are
@@ -266,8 +267,6 @@ def read_aces(
         start_kind = OBJECT_KINDS.get(str(principal_type).lower(), "Base")
         properties = ACL_INHERITED if inherited else ACL_EXPLICIT
         for kind in map_ace_kinds(right, ace_type):
-            if label == "Domain":
-                derived.record_domain_right(oid, kind, sid, start_kind)
             yield EdgeRecord(sid, oid, kind, env, start_kind, label, properties)
 
 

@@ -229,37 +229,6 @@ async def upsert_edges(
     )
 
 
-async def list_run_members(
-    conn: Connection, run_number: int, groups: Iterable[str]
-) -> list[tuple[str, str]]:
-    """(member, group) object ids of the MemberOf edges one run wrote into these groups."""
-    # CROSS JOIN keeps SQLite to this order: joined freely, it read every edge of the run
-    # (the run index) for each call, 1.2 s a call on 5 million edges.
-    rows = await conn.fetch(
-        f"""SELECT s.object_id, e.object_id FROM nodes e CROSS JOIN edges x CROSS JOIN nodes s
-        WHERE {in_list(conn.dialect, "e.object_id", "$1")} AND x.end_id = e.id
-            AND x.kind_id = (SELECT id FROM kinds WHERE name = 'MemberOf')
-            AND s.id = x.start_id AND x.run_number = $2""",
-        list_param(conn.dialect, groups),
-        run_number,
-    )
-    return [(r[0], r[1]) for r in rows]
-
-
-async def list_run_laps_computers(conn: Connection, run_number: int, domain: str) -> list[str]:
-    """Object ids of the computers of a domain one run collected whose `haslaps` is true."""
-    condition = json_property_equals(conn.dialect, "properties", "$3", "$4")
-    rows = await conn.fetch(
-        f"""SELECT object_id FROM nodes WHERE run_number = $1 AND environment_id = $2
-            AND label = 'Computer' AND {condition} ORDER BY object_id""",
-        run_number,
-        domain,
-        "haslaps",
-        json_value_param(conn.dialect, True),
-    )
-    return [r[0] for r in rows]
-
-
 # The reference's ACL relationship kinds: what a `controllers` list follows and an AD
 # domain's `acls` statistic counts.
 ACL_KINDS = (

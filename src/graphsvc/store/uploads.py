@@ -288,6 +288,16 @@ async def take_lease(conn: Connection, holder: str, now: datetime, until: dateti
     return taken is not None
 
 
+async def is_lease_held(conn: Connection, now: datetime) -> bool:
+    """Whether an ingest holds the lease (and has not let it expire)."""
+    held = await conn.fetchval(
+        "SELECT 1 FROM ingest_lease WHERE name = $1 AND holder IS NOT NULL AND expires_at >= $2",
+        LEASE,
+        now,
+    )
+    return held is not None
+
+
 async def renew_lease(conn: Connection, holder: str, until: datetime, job_id: int | None) -> bool:
     renewed = await conn.fetchval(
         """UPDATE ingest_lease SET expires_at = $3, job_id = coalesce($4, job_id)

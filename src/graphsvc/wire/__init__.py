@@ -39,6 +39,8 @@ from graphsvc.wire.accounts import (
 )
 from graphsvc.wire.clearing import (
     ClearDatabaseRequest,
+    DatapipeStatus,
+    DatapipeStatusResponse,
     SourceKind,
     SourceKindList,
     SourceKindListResponse,
@@ -95,7 +97,7 @@ from graphsvc.wire.data_quality import (
     PagedDomainStats,
     PagedTenantStats,
 )
-from graphsvc.wire.entities import define_entity_shapes
+from graphsvc.wire.entities import count_attribute, define_entity_shapes
 from graphsvc.wire.extensions import (
     EnvironmentKindDefinition,
     EnvironmentKindInfo,
@@ -179,6 +181,8 @@ __all__ = [
     "CypherQueryRequest",
     "CypherResponse",
     "DataQualityAggregation",
+    "DatapipeStatus",
+    "DatapipeStatusResponse",
     "DomainReference",
     "DomainResult",
     "DomainSelector",
@@ -254,6 +258,7 @@ __all__ = [
     "UserResponse",
     "UserSecret",
     "UserUpdate",
+    "count_attribute",
     "define_entity_shapes",
     "null_int32",
     "null_int64",

@@ -20,8 +20,20 @@ def define_entity_shapes(
     its lists when counts are asked for) and the answer that wraps it."""
     data = msgspec.defstruct(
         f"{label}Entity",
-        [("props", dict[str, Any]), *((key, Count | UnsetType, UNSET) for key in count_keys)],
+        [
+            ("props", dict[str, Any]),
+            *(
+                (count_attribute(key), Count | UnsetType, msgspec.field(default=UNSET, name=key))
+                for key in count_keys
+            ),
+        ],
         kw_only=True,
         omit_defaults=True,
     )
     return data, msgspec.defstruct(f"{label}EntityResponse", [("data", data)])
+
+
+def count_attribute(key: str) -> str:
+    """The struct attribute of a count: the reference names some with hyphens
+    (`published-templates`), which JSON keeps and Python names cannot hold."""
+    return key.replace("-", "_")

@@ -1,0 +1,44 @@
+"""The reference's routes around the analysis: `PUT /api/v2/analysis` runs one now, and `GET
+/api/v2/datapipe/status` says what the pipeline is doing and when the analysis last ran.
+
+graphsvc analyses in the transaction of each ingest run (graphsvc.analysis), so its
+pipeline is either ingesting (an upload job holds the ingest lease) or idle; an analysis
+asked for runs in the request's transaction, tier zero marked again after it, and is
+answered 202 once done, as the reference answers its queued request."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from graphsvc import wire
+from graphsvc.analysis import analyze
+from graphsvc.errors import conflict
+from graphsvc.logs import audit
+from graphsvc.store import analysis as store
+from graphsvc.store import tier_zero, uploads
+from graphsvc.store.db import Connection
+
+# What the reference answers for a time it has none of (Go's zero time).
+NEVER = datetime(1, 1, 1, tzinfo=UTC)
+LEASE_SECONDS = 60.0  # the ingest lease held while analysing (given back at its commit)
+
+
+async def datapipe_status(conn: Connection) -> wire.DatapipeStatusResponse:
+    now = datetime.now(UTC)
+    last = await store.find_last_analysis(conn)
+    started, completed = last if last is not None else (NEVER, NEVER)
+    status = "ingesting" if await uploads.is_lease_held(conn, now) else "idle"
+    return wire.DatapipeStatusResponse(wire.DatapipeStatus(status, completed, completed, started))
+
+
+async def request_analysis(conn: Connection) -> None:
+    """Analyse the whole graph now (409 while an ingest runs: it analyses at its end)."""
+    now = datetime.now(UTC)
+    holder = f"analysis {uuid.uuid4()}"
+    if not await uploads.take_lease(conn, holder, now, now + timedelta(seconds=LEASE_SECONDS)):
+        raise conflict("an ingest is under way: it analyses the graph when it ends", "ingest_lease")
+    derived = await analyze(conn, await store.find_latest_run_number(conn), now)
+    await tier_zero.mark_tier_zero(conn)
+    audit("analysis.requested", f"analysed the graph: {derived} derived relationships")
+    await uploads.release_lease(conn, holder)

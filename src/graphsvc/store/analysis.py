@@ -1,0 +1,209 @@
+"""What the analysis (graphsvc.analysis) reads of the whole graph and the relationships it
+writes: marked derived (migration 0020), replaced by the next analysis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from graphsvc.store.db import Connection, Row
+from graphsvc.store.dialect import (
+    in_list,
+    json_property_equals,
+    json_value_param,
+    list_param,
+    rows_source,
+)
+from graphsvc.store.graph import ensure_kinds
+
+BATCH_ROWS = 5000  # rows one statement writes, as the ingest writer's batches
+# A derived relationship: start and end object ids, kind, the environment it belongs to.
+DerivedEdge = tuple[str, str, str, str | None]
+
+
+async def delete_derived_edges(conn: Connection) -> None:
+    await conn.execute("DELETE FROM edges WHERE derived")
+
+
+async def list_rights_on(
+    conn: Connection, label: str, rights: Sequence[str]
+) -> list[tuple[str, str, str, str]]:
+    """(object id of the node of `label`, right, holder's object id, holder's label) of every
+    relationship of the `rights` kinds ending at a node of `label`."""
+    rows = await conn.fetch(
+        f"""SELECT t.object_id, k.name, s.object_id, s.label FROM edges x
+        JOIN kinds k ON k.id = x.kind_id JOIN nodes t ON t.id = x.end_id
+        JOIN nodes s ON s.id = x.start_id
+        WHERE {in_list(conn.dialect, "k.name", "$1")} AND t.label = $2
+        ORDER BY t.object_id, k.name, s.object_id""",
+        list_param(conn.dialect, rights),
+        label,
+    )
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+async def list_members(conn: Connection, groups: Iterable[str]) -> list[tuple[str, str]]:
+    """(member, group) object ids of every MemberOf relationship into these groups."""
+    # CROSS JOIN keeps SQLite to this order (groups, then their edges by end): joined
+    # freely, it read every edge for each call.
+    rows = await conn.fetch(
+        f"""SELECT s.object_id, e.object_id FROM nodes e CROSS JOIN edges x CROSS JOIN nodes s
+        WHERE {in_list(conn.dialect, "e.object_id", "$1")} AND x.end_id = e.id
+            AND x.kind_id = (SELECT id FROM kinds WHERE name = 'MemberOf')
+            AND s.id = x.start_id""",
+        list_param(conn.dialect, groups),
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+async def list_laps_computers(conn: Connection, domain: str) -> list[str]:
+    """Object ids of the domain's computers whose `haslaps` is true."""
+    condition = json_property_equals(conn.dialect, "properties", "$2", "$3")
+    rows = await conn.fetch(
+        f"""SELECT object_id FROM nodes WHERE environment_id = $1 AND label = 'Computer'
+            AND {condition} ORDER BY object_id""",
+        domain,
+        "haslaps",
+        json_value_param(conn.dialect, True),
+    )
+    return [r[0] for r in rows]
+
+
+async def insert_derived_edges(
+    conn: Connection, edges: Sequence[DerivedEdge], run_number: int, now: datetime
+) -> int:
+    """The relationships, marked derived, between nodes that exist (a relationship a
+    collector reported between the same nodes stays as it is). How many were written."""
+    if not edges:
+        return 0
+    kind_ids = await ensure_kinds(conn, {kind for _, _, kind, _ in edges})
+    ids = {
+        object_id: node_id
+        for node_id, object_id in await conn.fetch(
+            f"SELECT id, object_id FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
+            list_param(conn.dialect, sorted({o for s, e, _, _ in edges for o in (s, e)})),
+        )
+    }
+    values = [
+        (ids[start], ids[end], kind_ids[kind], environment)
+        for start, end, kind, environment in edges
+        if start in ids and end in ids
+    ]
+    for low in range(0, len(values), BATCH_ROWS):
+        batch = values[low : low + BATCH_ROWS]
+        rows, params = rows_source(conn.dialect, ("bigint", "bigint", "int", "text"), batch, 3)
+        await conn.execute(
+            f"""INSERT INTO edges (start_id, end_id, kind_id, properties, environment_id,
+                run_number, updated_at, derived) SELECT c1, c2, c3, '{{}}', c4, $1, $2, true
+                FROM {rows} WHERE true
+            ON CONFLICT (end_id, kind_id, start_id) DO NOTHING""",
+            run_number,
+            now,
+            *params,
+        )
+    return len(values)
+
+
+async def record_analysis(
+    conn: Connection, started: datetime, completed: datetime, derived: int
+) -> None:
+    await conn.execute(
+        "INSERT INTO analyses (started_at, completed_at, derived) VALUES ($1, $2, $3)",
+        started,
+        completed,
+        derived,
+    )
+
+
+async def find_last_analysis(conn: Connection) -> tuple[datetime, datetime] | None:
+    """When the newest analysis began and ended."""
+    row = await conn.fetchrow(
+        "SELECT started_at, completed_at FROM analyses ORDER BY id DESC LIMIT 1"
+    )
+    return None if row is None else (row[0], row[1])
+
+
+async def find_latest_run_number(conn: Connection) -> int:
+    """The newest ingest run's number (0 before any): what an analysis asked for outside a
+    run stamps its relationships with."""
+    return int(await conn.fetchval("SELECT coalesce(max(number), 0) FROM ingest_runs"))
+
+
+@dataclass(frozen=True)
+class AnalysedNode:
+    """A node as the analysis reads it: its kinds, properties, the domain it belongs to (its
+    environment, else its `domainsid`) and whether a collection reported it (not a stub)."""
+
+    object_id: str
+    kinds: list[str]
+    properties: dict[str, Any]
+    domain: str | None
+    collected: bool
+
+
+NODE_FIELDS = "n.object_id, n.kinds, n.properties, n.environment_id, n.run_number IS NOT NULL"
+
+
+def analysed_node(row: Row) -> AnalysedNode:
+    kinds = json.loads(row[1]) if isinstance(row[1], str) else list(row[1])
+    properties = json.loads(row[2]) if isinstance(row[2], str) else dict(row[2] or {})
+    properties = properties if isinstance(properties, dict) else {}
+    sid = properties.get("domainsid")
+    domain = row[3] or (sid.upper() if isinstance(sid, str) and sid else None)
+    return AnalysedNode(row[0], kinds, properties, domain, bool(row[4]))
+
+
+async def list_nodes_of_kinds(conn: Connection, kinds: Sequence[str]) -> list[AnalysedNode]:
+    """Every node carrying one of the kinds (the certificate services, the domains: few)."""
+    rows = await conn.fetch(
+        f"""SELECT {NODE_FIELDS} FROM nodes n WHERE n.id IN (SELECT nk.node_id FROM node_kinds nk
+            JOIN kinds k ON k.id = nk.kind_id WHERE {in_list(conn.dialect, "k.name", "$1")})
+        ORDER BY n.object_id""",
+        list_param(conn.dialect, kinds),
+    )
+    return [analysed_node(r) for r in rows]
+
+
+async def list_nodes_with(
+    conn: Connection, kinds: Sequence[str], key: str, value: str | float | bool
+) -> list[AnalysedNode]:
+    """The nodes of the kinds whose property `key` is `value`."""
+    condition = json_property_equals(conn.dialect, "n.properties", "$2", "$3")
+    rows = await conn.fetch(
+        f"""SELECT {NODE_FIELDS} FROM nodes n WHERE {condition} AND n.id IN
+            (SELECT nk.node_id FROM node_kinds nk JOIN kinds k ON k.id = nk.kind_id
+            WHERE {in_list(conn.dialect, "k.name", "$1")})
+        ORDER BY n.object_id""",
+        list_param(conn.dialect, kinds),
+        key,
+        json_value_param(conn.dialect, value),
+    )
+    return [analysed_node(r) for r in rows]
+
+
+async def list_edges_of_kinds(conn: Connection, kinds: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(start, kind, end) object ids of every relationship of the kinds."""
+    rows = await conn.fetch(
+        f"""SELECT s.object_id, k.name, e.object_id FROM edges x JOIN kinds k ON k.id = x.kind_id
+        JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id
+        WHERE {in_list(conn.dialect, "k.name", "$1")} ORDER BY s.object_id, k.name, e.object_id""",
+        list_param(conn.dialect, kinds),
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def list_hosts(conn: Connection) -> list[tuple[str, bool, str]]:
+    """(computer, whether it is enabled, enterprise CA) of every HostsCAService."""
+    enabled = json_property_equals(conn.dialect, "s.properties", "$1", "$2")
+    rows = await conn.fetch(
+        f"""SELECT s.object_id, {enabled}, e.object_id FROM edges x
+        JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id
+        WHERE x.kind_id = (SELECT id FROM kinds WHERE name = 'HostsCAService')
+        ORDER BY s.object_id, e.object_id""",
+        "enabled",
+        json_value_param(conn.dialect, True),
+    )
+    return [(r[0], bool(r[1]), r[2]) for r in rows]
