@@ -37,10 +37,9 @@ from graphsvc.wire.accounts import (
     UserSecret,
     UserUpdate,
 )
+from graphsvc.wire.analysis import DatapipeStatus, DatapipeStatusResponse
 from graphsvc.wire.clearing import (
     ClearDatabaseRequest,
-    DatapipeStatus,
-    DatapipeStatusResponse,
     SourceKind,
     SourceKindList,
     SourceKindListResponse,

@@ -1,9 +1,6 @@
-"""Clearing the database (`POST /api/v2/clear-database`) and the source kinds it names; the
-pipeline's status (`GET /api/v2/datapipe/status`)."""
+"""Clearing the database (`POST /api/v2/clear-database`) and the source kinds it names."""
 
 from __future__ import annotations
-
-from datetime import datetime
 
 import msgspec
 
@@ -30,17 +27,3 @@ class SourceKindList(msgspec.Struct):
 
 class SourceKindListResponse(msgspec.Struct):
     data: SourceKindList
-
-
-class DatapipeStatus(msgspec.Struct):
-    """What the pipeline does (idle or ingesting) and when the analysis last ran; a time
-    never reached is 0001-01-01T00:00:00Z, as the reference writes it."""
-
-    status: str
-    updated_at: datetime
-    last_complete_analysis_at: datetime
-    last_analysis_run_at: datetime
-
-
-class DatapipeStatusResponse(msgspec.Struct):
-    data: DatapipeStatus
