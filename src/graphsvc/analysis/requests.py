@@ -8,20 +8,18 @@ answered 202 once done, as the reference answers its queued request."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from graphsvc import wire
 from graphsvc.analysis import analyze
-from graphsvc.errors import conflict
 from graphsvc.logs import audit
 from graphsvc.store import analysis as store
 from graphsvc.store import tier_zero, uploads
 from graphsvc.store.db import Connection
+from graphsvc.uploads.lease import without_ingest
 
 # What the reference answers for a time it has none of (Go's zero time).
 NEVER = datetime(1, 1, 1, tzinfo=UTC)
-LEASE_SECONDS = 60.0  # the ingest lease held while analysing (given back at its commit)
 
 
 async def datapipe_status(conn: Connection) -> wire.DatapipeStatusResponse:
@@ -34,11 +32,9 @@ async def datapipe_status(conn: Connection) -> wire.DatapipeStatusResponse:
 
 async def request_analysis(conn: Connection) -> None:
     """Analyse the whole graph now (409 while an ingest runs: it analyses at its end)."""
-    now = datetime.now(UTC)
-    holder = f"analysis {uuid.uuid4()}"
-    if not await uploads.take_lease(conn, holder, now, now + timedelta(seconds=LEASE_SECONDS)):
-        raise conflict("an ingest is under way: it analyses the graph when it ends", "ingest_lease")
-    derived = await analyze(conn, await store.find_latest_run_number(conn), now)
-    await tier_zero.mark_tier_zero(conn)
+    refusal = "an ingest is under way: it analyses the graph when it ends"
+    async with without_ingest(conn, "analysis", refusal):
+        run_number = await store.find_latest_run_number(conn)
+        derived = await analyze(conn, run_number, datetime.now(UTC))
+        await tier_zero.mark_tier_zero(conn)
     audit("analysis.requested", f"analysed the graph: {derived} derived relationships")
-    await uploads.release_lease(conn, holder)

@@ -5,29 +5,27 @@ clear-database` alike.
 The reference queues the graph's part for its pipeline and answers before it runs; here
 every part is done in the caller's transaction, so the answer says it is done, nothing is
 half deleted if it fails, and no reader sees half of it: the graph's version moves with the
-commit (store/paths.py), the path index and every kept answer with it. An ingest under way
-holds the ingest lease: a clearing then waits for none and is refused (409), since the run
-would write relationships to the nodes it deletes.
+commit (store/paths.py), the path index and every kept answer with it. It holds the ingest
+lease (uploads/lease.py): refused while an ingest runs.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from graphsvc import wire
-from graphsvc.errors import bad_request, conflict
+from graphsvc.errors import bad_request
 from graphsvc.logs import audit
-from graphsvc.store import clearing, uploads
+from graphsvc.store import clearing
 from graphsvc.store.db import Connection
+from graphsvc.uploads.lease import without_ingest
 
 SOURCELESS = "Sourceless"
 NOTHING_SELECTED = "please select something to delete"  # the reference's words
 NOT_COMBINED = (
     "deleteCollectedGraphData may not be combined with deleteSourceKinds or deleteRelationships"
 )
-LEASE_SECONDS = 60.0  # the ingest lease held while clearing (given back at its commit)
 
 
 @dataclass(frozen=True)
@@ -104,12 +102,14 @@ async def check_clearing(conn: Connection, body: wire.ClearDatabaseRequest) -> C
 
 async def clear(conn: Connection, asked: Clearing, options: dict[str, object]) -> list[str]:
     """Delete what `asked` names; what was deleted, in the reference's words."""
+    async with without_ingest(
+        conn, "clear-database", "an ingest is under way: clear the database when it has ended"
+    ):
+        return await clear_now(conn, asked, options)
+
+
+async def clear_now(conn: Connection, asked: Clearing, options: dict[str, object]) -> list[str]:
     now = datetime.now(UTC)
-    holder = f"clear-database {uuid.uuid4()}"
-    if not await uploads.take_lease(conn, holder, now, now + timedelta(seconds=LEASE_SECONDS)):
-        raise conflict(
-            "an ingest is under way: clear the database when it has ended", "ingest_lease"
-        )
     audit("data.delete_requested", "clearing the database", options=options)
     done = []
     if asked.whole_graph:
@@ -136,7 +136,6 @@ async def clear(conn: Connection, asked: Clearing, options: dict[str, object]) -
         done.append("data quality history")
     for part in dict.fromkeys(done):
         audit("data.deleted", f"deleted {part}", delete_request_successful=part)
-    await uploads.release_lease(conn, holder)
     return list(dict.fromkeys(done))
 
 
