@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Env, ingest
+from tests.conftest import FIXTURES, Env, ingest
 from tests.test_ad_relationships import derived_edges
 
 Node = tuple[str, str, dict[str, Any]]  # id, kind, properties
@@ -274,3 +274,27 @@ def test_has_trust_keys_and_protect_admin_groups(env: Env, tmp_path: Path) -> No
         ("ADMINSDHOLDER1", "PCOMPUTER1"),
         ("ADMINSDHOLDER3", "PUSER3"),
     }
+
+
+ANALYSED = (
+    FIXTURES / "bloodhound-ce" / "graphify" / "Version6ADCSJSON" / "analysis" / "derived-edges.json"
+)
+# The kinds graphsvc derives today; the reference's analysed graph of the collection has
+# others too (Owns, WriteOwner, EnrollOnBehalfOf, AdminTo, ADCSESC1), not derived yet.
+DERIVED_KINDS = {
+    "DCSync", "SyncLAPSPassword", "TrustedForNTAuth", "IssuedSignedBy", "EnterpriseCAFor",
+    "ExtendedByPolicy", "GoldenCert", "HasTrustKeys", "ProtectAdminGroups",
+}  # fmt: skip
+
+
+def test_the_adcs_collection_gets_the_references_analysed_edges(env: Env) -> None:
+    """The reference's own analysis of its ADCS collection (its graphify golden file,
+    extracted: tests/fixtures/bloodhound-ce/README.md): every relationship of the kinds
+    graphsvc derives, and no other of those kinds."""
+    expected = json.loads(ANALYSED.read_text())
+    wanted = {tuple(e) for e in expected["derived"] if e[1] in DERIVED_KINDS}
+    assert {k for _, k, _ in wanted} == {
+        "DCSync", "EnterpriseCAFor", "GoldenCert", "TrustedForNTAuth"
+    }  # fmt: skip
+    ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "all" / "adcs.zip")
+    assert derived_edges(env) == wanted
