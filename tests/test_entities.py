@@ -200,6 +200,21 @@ def test_an_entity_answers_its_properties_and_the_size_of_each_list(v6: Env) -> 
         check_entity_answer(v6, segment, ids_of(segment)[0])
 
 
+def test_base_answers_any_ad_object_with_its_controllers_and_controllables(v6: Env) -> None:
+    """`/api/v2/base/{id}`, the reference's route for an object of any AD kind: the same
+    object, and the same lists, as its own kind's route."""
+    for segment in ("users", "computers", "groups", "gpos"):
+        object_id = ids_of(segment)[0]
+        body = check_entity_answer(v6, "base", object_id)
+        own = v6.get(f"/api/v2/{segment}/{object_id}?counts=false").json()["data"]["props"]
+        assert body["props"] == own
+        for path in ("controllers", "controllables"):
+            base = listed(v6, f"/api/v2/base/{object_id}/{path}")
+            if segment in ("users", "computers", "groups") or path == "controllers":
+                assert base == listed(v6, f"/api/v2/{segment}/{object_id}/{path}"), path
+    assert v6.get("/api/v2/base/NO-SUCH-ID").status_code == 404
+
+
 def test_certificate_services_entities_and_their_published_templates(env: Env) -> None:
     """The reference's certificate-services routes on its ADCS collection: each object and
     the size of its lists; a CA's published templates and a template's CAs are the CA

@@ -38,6 +38,7 @@ ENTITY_KINDS = {
     "aiacas": "AIACA",
     "ntauthstores": "NTAuthStore",
     "issuancepolicies": "IssuancePolicy",
+    "base": "Base",  # any AD object, whatever its own kind
 }
 # Certificate services, as the reference names them; each entity also lists its controllers.
 CERTIFICATE_SERVICES = ("certtemplates", "enterprisecas", "rootcas", "aiacas", "ntauthstores",
@@ -178,6 +179,11 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("containers", "controllers", "controllers",
                "Who holds a right over the container (an ACE), and their members",
                CONTROLLERS),
+    EntityList("base", "controllers", "controllers",
+               "Who holds a right over the object (an ACE), and their members", CONTROLLERS),
+    EntityList("base", "controllables", "controllables",
+               "What the object holds a right over (an ACE), itself or through its groups",
+               CONTROLLABLES),
     *(EntityList(segment, "controllers", "controllers",
                  f"Who holds a right over the {ENTITY_KINDS[segment]} (an ACE, enrolment "
                  "and CA management included), and their members", CONTROLLERS)
