@@ -153,9 +153,9 @@ def dc_registry_facts(data: Any) -> dict[str, Any]:
         facts["strongcertificatebindingenforcementraw"] = value
         if value in BINDING_ENFORCEMENT:
             facts["strongcertificatebindingenforcement"] = BINDING_ENFORCEMENT[value]
-    netlogon = data.get("vulnerablenetlogonsecuritydescriptor")
-    facts["vulnerablenetlogonsecuritydescriptorcollected"] = collected(netlogon) is not None
-    if collected(netlogon) is not None:
+    netlogon = collected(data.get("vulnerablenetlogonsecuritydescriptor"))
+    facts["vulnerablenetlogonsecuritydescriptorcollected"] = netlogon is not None
+    if netlogon is not None:
         facts["vulnerablenetlogonsecuritydescriptor"] = netlogon.get("value")
     return facts
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from graphsvc.store import uploads
+from graphsvc.store import graph, uploads
 from graphsvc.store.db import Connection
 from graphsvc.store.dialect import in_list, list_param
 
@@ -68,22 +68,10 @@ async def delete_whole_graph(conn: Connection) -> None:
 
 
 async def delete_nodes_where(conn: Connection, condition: str, *args: object) -> None:
-    """The nodes `condition` (on `nodes`, with `$1`...) selects, their relationships and
-    marks. The nodes are found first: the condition may read the kinds deleted with them."""
-    found = [row[0] for row in await conn.fetch(f"SELECT id FROM nodes WHERE {condition}", *args)]
-    if not found:
-        return
-    ids = list_param(conn.dialect, found)
-    # One statement per side, so that each reads its own index.
-    for table, column in (
-        ("edges", "start_id"),
-        ("edges", "end_id"),
-        ("node_kinds", "node_id"),
-        ("tier_zero", "node_id"),
-        ("nodes", "id"),
-    ):
-        chosen = in_list(conn.dialect, column, "$1", "bigint")
-        await conn.execute(f"DELETE FROM {table} WHERE {chosen}", ids)
+    """The nodes `condition` (on `nodes`, with `$1`...) selects, as graph.delete_node_ids
+    deletes them. They are found first: the condition may read the kinds deleted with them."""
+    found = await conn.fetch(f"SELECT id FROM nodes WHERE {condition}", *args)
+    await graph.delete_node_ids(conn, [int(row[0]) for row in found])
 
 
 async def delete_nodes_of_kinds(conn: Connection, kinds: Sequence[str]) -> None:

@@ -272,14 +272,30 @@ async def refresh_statistics_after(conn: Connection, rows_added: int) -> None:
 
 
 async def delete_nodes(conn: Connection, object_ids: Sequence[str]) -> None:
-    """Remove nodes (collectors report deleted objects) and their edges (edges have no
-    foreign keys to cascade: migration 0009)."""
-    nodes = f"SELECT id FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}"
-    ids = list_param(conn.dialect, object_ids)
+    """Remove nodes by object id (collectors report deleted objects), as `delete_node_ids`."""
+    found = await conn.fetch(
+        f"SELECT id FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
+        list_param(conn.dialect, object_ids),
+    )
+    await delete_node_ids(conn, [int(row[0]) for row in found])
+
+
+async def delete_node_ids(conn: Connection, node_ids: Sequence[int]) -> None:
+    """Remove nodes, their edges (edges have no foreign keys to cascade: migration 0009) and
+    their tier-zero marks (nor have those; their kinds cascade)."""
+    if not node_ids:
+        return
+    ids = list_param(conn.dialect, node_ids)
     # One statement per side, so that each reads its own index.
-    await conn.execute(f"DELETE FROM edges WHERE start_id IN ({nodes})", ids)
-    await conn.execute(f"DELETE FROM edges WHERE end_id IN ({nodes})", ids)
-    await conn.execute(f"DELETE FROM nodes WHERE id IN ({nodes})", ids)
+    for table, column in (
+        ("edges", "start_id"),
+        ("edges", "end_id"),
+        ("tier_zero", "node_id"),
+        ("nodes", "id"),
+    ):
+        await conn.execute(
+            f"DELETE FROM {table} WHERE {in_list(conn.dialect, column, '$1', 'bigint')}", ids
+        )
 
 
 async def next_run_number(conn: Connection) -> int:
