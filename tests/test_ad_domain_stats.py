@@ -13,7 +13,7 @@ import pytest
 
 from graphsvc.store.graph import ACL_KINDS
 from tests.conftest import Env, ingest
-from tests.test_sharphound import SAMPLES, TESTLAB, Expected, low, raw_documents
+from tests.test_sharphound import SAMPLES, TESTLAB, Expected, analysed_edges, low, raw_documents
 
 STATS = "/api/v2/ad-domains/{}/data-quality-stats"
 NODE_FIELDS = {
@@ -72,8 +72,8 @@ def completeness(
     return len(reached) / len(kept)
 
 
-def expected_record(path: Path, domain: str) -> dict[str, Any]:
-    expected = Expected(raw_documents(path))
+def expected_record(env: Env, path: Path, domain: str) -> dict[str, Any]:
+    expected = Expected(raw_documents(path), analysed_edges(env))
     records = raw_records(path)
     values: dict[str, Any] = dict.fromkeys(NODE_FIELDS.values(), 0)
     for label, node_domain in expected.nodes.values():
@@ -105,7 +105,7 @@ def test_testlab_record_equals_the_raw_counts(env: Env) -> None:
     path = SAMPLES["v6 folder"]
     result = ingest(env, path)
     record = served_record(env, TESTLAB)
-    expected = expected_record(path, TESTLAB)
+    expected = expected_record(env, path, TESTLAB)
     assert {k: record[k] for k in expected} == pytest.approx(expected)
     assert record["domain_sid"] == TESTLAB and record["run_id"] == result.run_id
     # The fixture's own figures, as a check on the check: 17 users, ACEs on every object.
@@ -126,7 +126,7 @@ def test_sample_zip_gives_a_record_for_each_domain(env: Env) -> None:
     ratios = []
     for domain in sorted(domains):
         record = served_record(env, domain)
-        expected = expected_record(path, domain)
+        expected = expected_record(env, path, domain)
         assert {k: record[k] for k in expected} == pytest.approx(expected), domain
         ratios += [record["session_completeness"], record["local_group_completeness"]]
     assert any(0 < r < 1 for r in ratios), "the sample has domains only partly covered"

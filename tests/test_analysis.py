@@ -280,10 +280,14 @@ ANALYSED = (
     FIXTURES / "bloodhound-ce" / "graphify" / "Version6ADCSJSON" / "analysis" / "derived-edges.json"
 )
 # The kinds graphsvc derives today; the reference's analysed graph of the collection has
-# others too (Owns, WriteOwner, EnrollOnBehalfOf, AdminTo, ADCSESC1), not derived yet.
+# others too (EnrollOnBehalfOf, AdminTo, ADCSESC1), not derived yet.
 DERIVED_KINDS = {
     "DCSync", "SyncLAPSPassword", "TrustedForNTAuth", "IssuedSignedBy", "EnterpriseCAFor",
-    "ExtendedByPolicy", "GoldenCert", "HasTrustKeys", "ProtectAdminGroups",
+    "ExtendedByPolicy", "GoldenCert", "HasTrustKeys", "ProtectAdminGroups", "Owns",
+    "WriteOwner", "EnrollOnBehalfOf", "ADCSESC1", "ADCSESC3", "ADCSESC4", "ADCSESC6a",
+    "ADCSESC6b", "ADCSESC9a", "ADCSESC9b", "ADCSESC10a", "ADCSESC10b", "ADCSESC13",
+    "ADCSESC16", "CoerceAndRelayNTLMToSMB", "CoerceAndRelayNTLMToLDAP",
+    "CoerceAndRelayNTLMToLDAPS", "CoerceAndRelayNTLMToADCS",
 }  # fmt: skip
 
 
@@ -294,7 +298,9 @@ def test_the_adcs_collection_gets_the_references_analysed_edges(env: Env) -> Non
     expected = json.loads(ANALYSED.read_text())
     wanted = {tuple(e) for e in expected["derived"] if e[1] in DERIVED_KINDS}
     assert {k for _, k, _ in wanted} == {
-        "DCSync", "EnterpriseCAFor", "GoldenCert", "TrustedForNTAuth"
+        "DCSync", "EnterpriseCAFor", "GoldenCert", "TrustedForNTAuth", "Owns", "WriteOwner",
+        "EnrollOnBehalfOf", "ADCSESC1",
     }  # fmt: skip
+    assert len([e for e in wanted if e[1] == "Owns"]) == 315
     ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "all" / "adcs.zip")
     assert derived_edges(env) == wanted

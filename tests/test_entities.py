@@ -401,3 +401,54 @@ def test_dc_syncers_and_trusts_of_each_domain(collection: Collection) -> None:
         assert listed(collection.env, f"{base}/inbound-trusts") == closure(domain, inward)
         assert listed(collection.env, f"{base}/outbound-trusts") == closure(domain, outward)
     assert any(outward.values()), "the collections have trusts"
+
+
+def test_constrained_delegation_and_sql_admins_at_the_ends_of_their_chains(
+    env: Env, tmp_path: Path
+) -> None:
+    """AllowedToDelegate and SQLAdmin lists, as the reference walks them: each chain
+    followed to its end, and only its ends listed (a computer that delegates on is a step,
+    not an end); group membership plays no part. Here A -> B -> C and D -> B delegate, and
+    the service account S is a SQL administrator on C."""
+    from tests.test_ad_relationships import document, write_documents
+
+    sid = "S-1-5-21-7-7-7"
+    a, b, c, d, s = (f"{sid}-{n}" for n in (1001, 1002, 1003, 1004, 1105))
+
+    def computer(oid: str, *targets: str) -> dict[str, Any]:
+        delegates = [{"ObjectIdentifier": t, "ObjectType": "Computer"} for t in targets]
+        return {"ObjectIdentifier": oid, "Properties": {"name": f"{oid}.LAB"},
+                "AllowedToDelegate": delegates}  # fmt: skip
+
+    user = {
+        "ObjectIdentifier": s,
+        "Properties": {"name": "SQLSVC@LAB"},
+        "AllowedToDelegate": [],
+        "SPNTargets": [{"ComputerSID": c, "Port": 1433, "Service": "SQLAdmin"}],
+    }
+    folder = write_documents(
+        tmp_path / "lab",
+        {
+            "computers": document(
+                "computers", [computer(a, b), computer(b, c), computer(c), computer(d, b)]
+            ),
+            "users": document("users", [user]),
+        },
+    )
+    ingest(env, folder)
+    assert listed(env, f"/api/v2/computers/{a}/constrained-delegation-rights") == {c}
+    assert listed(env, f"/api/v2/computers/{b}/constrained-delegation-rights") == {c}
+    assert listed(env, f"/api/v2/computers/{c}/constrained-delegation-rights") == set()
+    assert listed(env, f"/api/v2/computers/{c}/constrained-users") == {a, d}
+    assert listed(env, f"/api/v2/computers/{b}/constrained-users") == {a, d}
+    assert listed(env, f"/api/v2/computers/{c}/sql-admins") == {s}
+    assert listed(env, f"/api/v2/users/{s}/sql-admin-rights") == {c}
+    assert listed(env, f"/api/v2/users/{s}/constrained-delegation-rights") == set()
+    counts = env.get(f"/api/v2/computers/{c}").json()["data"]
+    assert (counts["constrainedUsers"], counts["sqlAdminUsers"], counts["constrainedPrivs"]) == (
+        2,
+        1,
+        0,
+    )
+    user_counts = env.get(f"/api/v2/users/{s}").json()["data"]
+    assert (user_counts["sqlAdmin"], user_counts["constrainedDelegation"]) == (1, 0)

@@ -27,7 +27,7 @@ from graphsvc.store import db, dialect, postgres, sqlite
 from graphsvc.store.db import Connection
 from tests.conftest import Env, ingest
 from tests.test_ad_domain_stats import raw_records
-from tests.test_sharphound import SAMPLES, TESTLAB, Expected, raw_documents
+from tests.test_sharphound import SAMPLES, TESTLAB, Expected, analysed_edges, raw_documents
 from tests.test_tier_zero import expected_tier_zero
 
 Edge = tuple[str, str, str]  # start, kind, end (object ids)
@@ -87,7 +87,7 @@ def traversable(expected: Expected) -> list[Edge]:
 def test_every_user_and_computer_to_each_domains_admins(env: Env, name: str) -> None:
     path = SAMPLES[name]
     ingest(env, path)
-    expected = Expected(raw_documents(path))
+    expected = Expected(raw_documents(path), analysed_edges(env))
     edges = traversable(expected)
     admins = [f"{d}-512" for d in sorted(expected.domains) if f"{d}-512" in expected.nodes]
     starts = sorted(o for o, (label, _) in expected.nodes.items() if label in ("User", "Computer"))
@@ -245,11 +245,13 @@ def test_path_command_prints_the_steps_and_the_api_answer(env: Env) -> None:
 # --- exposure: who reaches a domain's tier zero -------------------------------------------
 
 
-def expected_exposure(path: Path, domain: str) -> tuple[dict[str, int], set[str], dict[str, int]]:
+def expected_exposure(
+    env: Env, path: Path, domain: str
+) -> tuple[dict[str, int], set[str], dict[str, int]]:
     """From the raw files: each principal's distance to the domain's tier zero (over the
     traversable kinds; principals in tier zero left out), the domain's enabled users, and
     every node's distance."""
-    expected = Expected(raw_documents(path))
+    expected = Expected(raw_documents(path), analysed_edges(env))
     backward: dict[str, list[str]] = defaultdict(list)
     for start, _, end in traversable(expected):
         backward[end].append(start)
@@ -280,12 +282,12 @@ def expected_exposure(path: Path, domain: str) -> tuple[dict[str, int], set[str]
 def test_exposure_of_each_domain_matches_a_search_back_from_tier_zero(env: Env, name: str) -> None:
     path = SAMPLES[name]
     ingest(env, path)
-    expected = Expected(raw_documents(path))
+    expected = Expected(raw_documents(path), analysed_edges(env))
     edges = set(traversable(expected))
     domains = sorted(d for d in expected.domains if expected.nodes.get(d, ("",))[0] == "Domain")
     seen = 0
     for domain in domains:
-        exposed, enabled, distance = expected_exposure(path, domain)
+        exposed, enabled, distance = expected_exposure(env, path, domain)
         body = env.get(f"/api/v2/domains/{domain}/exposure?limit=1000").json()
         assert body["count"] == len(exposed) == len(body["data"]), domain
         assert {e["objectID"]: e["length"] for e in body["data"]} == exposed

@@ -10,6 +10,10 @@ from datetime import UTC, datetime
 
 from graphsvc.analysis.certificates import certificate_edges
 from graphsvc.analysis.domains import domain_edges
+from graphsvc.analysis.escalations import escalation_edges
+from graphsvc.analysis.owners import derive_owner_edges
+from graphsvc.analysis.pki import golden_cert_edges, read_public_key_services
+from graphsvc.analysis.relay import relay_edges
 from graphsvc.analysis.replication import replication_edges
 from graphsvc.store import analysis as store
 from graphsvc.store.db import Connection
@@ -25,5 +29,14 @@ async def analyze(conn: Connection, run_number: int, now: datetime) -> int:
         *await domain_edges(conn),
     ]
     derived = await store.insert_derived_edges(conn, edges, run_number, now)
+    derived += await derive_owner_edges(conn, run_number, now)
+    # The certificate services' rules follow the chain just written, and the owners.
+    pki = await read_public_key_services(conn)
+    escalations = [
+        *golden_cert_edges(pki),
+        *await escalation_edges(conn, pki),
+        *await relay_edges(conn, pki),
+    ]
+    derived += await store.insert_derived_edges(conn, escalations, run_number, now)
     await store.record_analysis(conn, now, datetime.now(UTC), derived)
     return derived

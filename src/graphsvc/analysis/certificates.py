@@ -1,6 +1,6 @@
 """The certificate services' chain, as the reference's ADCS post-processing derives it:
 TrustedForNTAuth, IssuedSignedBy, EnterpriseCAFor and ExtendedByPolicy from the objects'
-properties, then GoldenCert from the chain they and the collected links make.
+properties (GoldenCert and the escalations follow the chain they make: pki.py).
 
 - TrustedForNTAuth (EnterpriseCA → NTAuthStore): the CA's `certthumbprint` is one of the
   store's `certthumbprints`.
@@ -9,12 +9,6 @@ properties, then GoldenCert from the chain they and the collected links make.
 - EnterpriseCAFor (EnterpriseCA → RootCA or AIACA): the same `certthumbprint`.
 - ExtendedByPolicy (CertTemplate → IssuancePolicy): one of the template's
   `certificatepolicy` entries is the policy's `certtemplateoid`, both of one domain.
-- GoldenCert (Computer → Domain): from each enabled computer hosting an enterprise CA that
-  is trusted for NT authentication by the domain's NTAuth store (CA -TrustedForNTAuth->
-  NTAuthStore -NTAuthStoreFor-> domain) and whose chain ends at a root CA for the domain (CA
-  -IssuedSignedBy/EnterpriseCAFor-> ... RootCA -RootCAFor-> domain, through CAs only), as
-  the reference's newest tests pin it down (a computer not enabled holds no key to steal
-  from, and the chain must be rooted).
 """
 
 from __future__ import annotations
@@ -83,48 +77,4 @@ async def certificate_edges(conn: Connection) -> list[DerivedEdge]:
             for policy in policies.get(oid, []):
                 if domain is not None and text(policy.properties.get("domainsid")) == domain:
                     edges.append((template.object_id, policy.object_id, "ExtendedByPolicy", domain))
-    edges += await golden_cert_edges(conn, of_kind, edges)
     return list(dict.fromkeys(edges))
-
-
-async def golden_cert_edges(
-    conn: Connection, of_kind: dict[str, list[AnalysedNode]], derived: list[DerivedEdge]
-) -> list[DerivedEdge]:
-    kinds = {node.object_id: set(node.kinds) for nodes in of_kind.values() for node in nodes}
-    links = await store.list_edges_of_kinds(conn, ("RootCAFor", "NTAuthStoreFor"))
-    hosts = await store.list_hosts(conn)  # (computer, enabled, enterprise CA)
-    up: dict[str, set[str]] = defaultdict(set)  # a CA -> the CAs its chain steps to
-    trusted_by: dict[str, set[str]] = defaultdict(set)  # an enterprise CA -> NTAuth stores
-    for start, end, kind, _ in derived:
-        if kind in CHAIN_KINDS and kinds.get(end, set()) & set(CA_KINDS):
-            up[start].add(end)
-        elif kind == "TrustedForNTAuth":
-            trusted_by[start].add(end)
-    root_for: dict[str, set[str]] = defaultdict(set)  # a root CA -> domains
-    store_for: dict[str, set[str]] = defaultdict(set)  # an NTAuth store -> domains
-    for start, kind, end in links:
-        if kind == "RootCAFor" and "RootCA" in kinds.get(start, set()):
-            root_for[start].add(end)
-        elif kind == "NTAuthStoreFor" and "NTAuthStore" in kinds.get(start, set()):
-            store_for[start].add(end)
-    hosted: dict[str, list[str]] = defaultdict(list)  # enterprise CA -> its enabled hosts
-    for computer, enabled, ca in hosts:
-        if enabled:
-            hosted[ca].append(computer)
-    edges: list[DerivedEdge] = []
-    for ca, computers in sorted(hosted.items()):
-        if "EnterpriseCA" not in kinds.get(ca, set()):
-            continue
-        rooted: set[str] = set()
-        seen, frontier = {ca}, [ca]
-        while frontier:  # every CA the chain reaches, cycles ended
-            step = []
-            for node in frontier:
-                rooted |= root_for.get(node, set())
-                step += [n for n in up.get(node, set()) if n not in seen]
-            seen.update(step)
-            frontier = step
-        trusting = {d for s in trusted_by.get(ca, set()) for d in store_for.get(s, set())}
-        for domain in sorted(rooted & trusting):
-            edges += [(computer, domain, "GoldenCert", domain) for computer in sorted(computers)]
-    return edges

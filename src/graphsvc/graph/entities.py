@@ -44,6 +44,14 @@ ENTITY_KINDS = {
 CERTIFICATE_SERVICES = ("certtemplates", "enterprisecas", "rootcas", "aiacas", "ntauthstores",
                         "issuancepolicies")  # fmt: skip
 TRUSTS = ("SameForestTrust", "CrossForestTrust")
+# The edges a domain's `adcs-escalations` lists, as the reference's (ESC13 ends at a group;
+# the reference leaves ESC16 out too).
+ADCS_ESCALATIONS = ("GoldenCert", "ADCSESC1", "ADCSESC3", "ADCSESC4", "ADCSESC6a",
+                    "ADCSESC6b", "ADCSESC9a", "ADCSESC9b", "ADCSESC10a", "ADCSESC10b")  # fmt: skip
+# Up a CA's chain: to the CAs that signed it, its root CAs, the NTAuth stores trusting it and
+# the domains of those.
+PKI_UPWARD = ("EnterpriseCAFor", "TrustedForNTAuth", "IssuedSignedBy", "RootCAFor",
+              "NTAuthStoreFor")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,10 @@ def held_on(kind: str) -> Walk:
     """What the entity holds `kind` on, itself or through a group it is in."""
     return Walk((kind,), "out", "groups")
 
+
+# Constrained delegation (AllowedToDelegate), chain by chain; group membership plays no part.
+DELEGATES_TO = Walk(("AllowedToDelegate",), "out", "terminals")
+DELEGATED_FROM = Walk(("AllowedToDelegate",), "in", "terminals")
 
 # The seed's DCOM rights are this list too (`list_dcom_rights`).
 DCOM_USERS = EntityList(
@@ -90,6 +102,15 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("computers", "ps-remote-users", "psRemoteUsers",
                "Who may use PowerShell remoting on the computer, through nested groups",
                held_by("CanPSRemote")),
+    EntityList("computers", "sql-admins", "sqlAdminUsers",
+               "Who is a SQL Server administrator on the computer (an SPN target)",
+               Walk(("SQLAdmin",), "in", "terminals")),
+    EntityList("computers", "constrained-users", "constrainedUsers",
+               "Who may delegate to the computer (constrained delegation), at the chains' "
+               "starts", DELEGATED_FROM),
+    EntityList("computers", "constrained-delegation-rights", "constrainedPrivs",
+               "What the computer may delegate to (constrained delegation), at the chains' "
+               "ends", DELEGATES_TO),
     EntityList("computers", "controllers", "controllers",
                "Who holds a right over the computer (an ACE), and their members",
                CONTROLLERS),
@@ -116,6 +137,12 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("users", "ps-remote-rights", "psRemoteRights",
                "The computers the user may use PowerShell remoting on, through its groups",
                held_on("CanPSRemote")),
+    EntityList("users", "sql-admin-rights", "sqlAdmin",
+               "The computers the user is a SQL Server administrator on (an SPN target)",
+               Walk(("SQLAdmin",), "out", "terminals")),
+    EntityList("users", "constrained-delegation-rights", "constrainedDelegation",
+               "What the user may delegate to (constrained delegation), at the chains' ends",
+               DELEGATES_TO),
     EntityList("users", "controllables", "controllables",
                "What the user holds a right over (an ACE), itself or through its groups",
                CONTROLLABLES),
@@ -162,6 +189,9 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
                "The domains this one trusts, at any depth", Walk(TRUSTS, "out", "transitive")),
     EntityList("domains", "linked-gpos", "linkedgpos", "The GPOs linked to the domain",
                Walk(("GPLink",), "in", "direct")),
+    EntityList("domains", "adcs-escalations", "adcs-escalations",
+               "Who can escalate to the domain through its certificate services (GoldenCert "
+               "and the ESC edges to it)", Walk(ADCS_ESCALATIONS, "in", "direct")),
     EntityList("domains", "tier-zero", "tierzero",
                "The domain's tier zero: the domain, its well-known admin users and groups, "
                "its AdminSDHolder, and every member of those groups at any depth",
@@ -197,6 +227,13 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
     EntityList("ntauthstores", "trusted-cas", "trusted-cas",
                "The enterprise CAs the NTAuth store trusts for NT authentication",
                Walk(("TrustedForNTAuth",), "in", "transitive")),
+    *(EntityList(segment, "pki-hierarchy", "pki-hierarchy",
+                 f"The {ENTITY_KINDS[segment]}'s place in the PKI: the CAs it issued and "
+                 "signed (and their hosts) below it, and above it the CAs that signed it, "
+                 "the root CAs and NTAuth stores of its chain and their domains",
+                 Walk(("HostsCAService", "IssuedSignedBy", "EnterpriseCAFor"), "in",
+                      "transitive", outward=PKI_UPWARD))
+      for segment in ("aiacas", "enterprisecas")),
     EntityList("rootcas", "pki-hierarchy", "pki-hierarchy",
                "The CAs the root CA issued and signed, at any depth, and the computers "
                "hosting them", Walk(("HostsCAService", "IssuedSignedBy", "EnterpriseCAFor"),
@@ -252,6 +289,9 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
             "objectid": entity.object_id,
             "name": entity.name,
             **entity.properties,
+            # As the reference's: when the newest collection of it was made (the collector's
+            # time, ingest/sources.Source.collection_time).
+            "lastseen": entity.seen,
             "isTierZero": entity.is_tier_zero,
         }
         return response(data(props=props, **numbers))

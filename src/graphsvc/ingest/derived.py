@@ -51,7 +51,16 @@ class DerivedEdges:
                 for member, kind in group.members.items():
                     if not is_rdp_to_itself(group.kind, member, computer):
                         await writer.edge(
-                            EdgeRecord(member, computer, group.kind, environment, kind, "Computer")
+                            EdgeRecord(
+                                member,
+                                computer,
+                                group.kind,
+                                environment,
+                                kind,
+                                "Computer",
+                                fact=f"localgroup:{group.kind}",
+                                owner=computer,
+                            )
                         )
 
 

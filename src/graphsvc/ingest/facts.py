@@ -48,6 +48,29 @@ BINDING_ENFORCEMENT = {
 # User rights whose collected grants set `hasura` (the reference's CanRDP rule reads it).
 USER_RIGHTS = {"SeRemoteInteractiveLogonRight", "SeBackupPrivilege", "SeRestorePrivilege"}
 OWNER_RIGHTS = {"Owns", "OwnsRaw", "Owner"}  # "Owner": JSON v3's name of the owner's ACE
+# Every property `collected_facts` states from a block: a newer collection's properties
+# replace the older ones but for these, which stay until a collected block states them.
+FACT_KEYS = frozenset(
+    {
+        "ownersid",
+        "webclientrunning",
+        "smbsigning",
+        *(name for name, _ in NTLM_VALUES.values()),
+        "certificatemappingmethodsraw",
+        "certificatemappingmethods",
+        "strongcertificatebindingenforcementraw",
+        "strongcertificatebindingenforcement",
+        "vulnerablenetlogonsecuritydescriptorcollected",
+        "vulnerablenetlogonsecuritydescriptor",
+        "hasura",
+        "hasenrollmentagentrestrictions",
+        "isuserspecifiessanenabled",
+        "roleseparationenabled",
+        "httpenrollmentendpoints",
+        "httpsenrollmentendpoints",
+        "hasvulnerableendpoint",
+    }
+)
 
 
 def collected(block: Any) -> dict[str, Any] | None:

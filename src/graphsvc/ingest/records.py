@@ -4,6 +4,7 @@ error a bad input file raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -23,19 +24,29 @@ Primitive = str | int | float | bool
 @dataclass
 class NodeRecord:
     """An object a collector collected; `environment_id` names its domain, tenant or
-    OpenGraph environment."""
+    OpenGraph environment. With `replaces_properties` (the collector read the object's
+    properties), its properties replace the ones an older collection stated, but for the
+    facts of blocks it did not collect (ingest/facts.py); otherwise they are merged in.
+    `seen` is when its collection was made (the writer sets it from the document)."""
 
     object_id: str  # upper-cased
     name: str
     kinds: list[str]
     properties: dict[str, Any]
     environment_id: str | None = None
+    replaces_properties: bool = False
+    seen: datetime | None = None
 
 
 @dataclass(slots=True)
 class EdgeRecord:
     """A relationship between two object ids; a missing endpoint becomes a stub node of
-    `start_kind`/`end_kind`. `environment_id` names the environment whose record produced it."""
+    `start_kind`/`end_kind`. `environment_id` names the environment whose record produced it.
+
+    `fact` names the group of facts it belongs to ("aces", "localgroup:AdminTo"...) and
+    `owner` the object whose record stated it: a newer collection that states the same
+    group for that object replaces the group whole (stale facts go). Without a fact (a
+    session, an OpenGraph edge) it accumulates. `seen`: as NodeRecord's."""
 
     start: str
     end: str
@@ -44,6 +55,9 @@ class EdgeRecord:
     start_kind: str = "Base"
     end_kind: str = "Base"
     properties: dict[str, Any] = field(default_factory=dict)
+    fact: str | None = None
+    owner: str | None = None
+    seen: datetime | None = None
 
 
 @dataclass

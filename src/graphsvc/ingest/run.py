@@ -121,7 +121,14 @@ async def ingest_source(source: Source, writer: GraphWriter, progress: Progress 
             f"of {', '.join(sharphound.TYPES)}",
             "meta.type",
         )
-    await sharphound.ingest(kind, read("data.item"), source.label, writer)
+    methods = meta.get("methods")
+    await sharphound.ingest(
+        kind,
+        read("data.item"),
+        source.label,
+        writer,
+        methods if isinstance(methods, int) and not isinstance(methods, bool) else None,
+    )
 
 
 @contextlib.contextmanager
@@ -153,10 +160,13 @@ async def ingest_files(
     limits: IngestLimits = NO_LIMITS,
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
-    run's time (the collection's, when loading history); a file is named by its name in
-    `names`, if there (an upload job's files, written under other names), else by its path.
-    Input past `limits` is refused before anything is written."""
+    run's time and its documents' collection time (when loading history); without it, a
+    document's collection time is the one it states (Source.collection_time), else the
+    run's. A file is named by its name in `names`, if there (an upload job's files, written
+    under other names), else by its path. Input past `limits` is refused before anything is
+    written."""
     started = time.monotonic()
+    given = now
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     run_number = await graph.next_run_number(conn)
     writer = GraphWriter(conn, run_number, now)
@@ -168,6 +178,7 @@ async def ingest_files(
                 await asyncio.sleep(0)  # a turn for the event loop: a stop lands here
         for source in sources:
             writer.source = source.label
+            writer.seen = given or source.collection_time() or now
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     await analyze(conn, run_number, now)

@@ -14,7 +14,7 @@ SyncLAPSPassword) is the analysis's, over the whole graph (graphsvc.analysis).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from graphsvc.ingest.derived import DerivedEdges, is_rdp_to_itself
@@ -44,10 +44,13 @@ TYPES = sorted([*LABELS, "sessions", "deleted", *IGNORED_TYPES])
 OBJECT_KINDS = {v.lower(): v for v in LABELS.values()} | {"base": "Base"}
 DOMAIN_SID = re.compile(r"(S-1-5-21-\d+-\d+-\d+)-\d+")
 
-# The reference post-processes OwnsRaw/WriteOwnerRaw into Owns/WriteOwner, refining them by
-# the forest's dSHeuristics (BlockOwnerImplicitRights); that refinement is not done here, so
-# owners and WriteOwner holders are stored as Owns and WriteOwner directly.
-RIGHT_KINDS = {"OwnsRaw": "Owns", "WriteOwnerRaw": "WriteOwner"}
+# The owner and WriteOwner holders are stored as OwnsRaw and WriteOwnerRaw (not traversable),
+# which the analysis makes Owns and WriteOwner where the domain's dSHeuristics allow
+# (analysis/owners.py), as the reference does; or, where the OWNER RIGHTS principal's ACEs
+# limit what an owner gets, as OwnsLimitedRights and WriteOwnerLimitedRights (`owner_edges`).
+OWNER_KINDS = {"Owns": "Owns", "OwnsRaw": "Owns", "Owner": "Owns"}  # "Owner": JSON v3's
+WRITE_OWNER_KINDS = {"WriteOwner", "WriteOwnerRaw"}
+OWNER_RIGHTS_SID = "S-1-3-4"  # the OWNER RIGHTS principal (a domain-prefixed id ends with it)
 # JSON v3 ACEs name a right and an AceType (the extended right or property set); BloodHound 3
 # read them into these kinds. Later versions name the edge in RightName alone.
 V3_ACE_TYPES = {
@@ -92,6 +95,46 @@ USER_RIGHT_KINDS = {
 TRUST_DIRECTIONS = {0: "Disabled", 1: "Inbound", 2: "Outbound", 3: "Bidirectional"}
 TRUST_TYPES = {0: "ParentChild", 1: "CrossLink", 2: "Forest", 3: "External", 4: "Unknown"}
 SAME_FOREST_TYPES = {"ParentChild", "TreeRoot", "CrossLink"}
+# Stale facts. A record's relationships come in groups of facts, each replaced whole when a
+# newer collection states the group for the same object (writer.py, migration 0021). A
+# record states a group when it holds one of the group's keys and the document's
+# `meta.methods` has the bit of the method that collects it (SharpHound's CollectionMethod
+# flags; a document without methods, JSON v3 and v4, collected what it holds): a method not
+# run leaves empty lists, which say "not collected", not "none". Local groups and user
+# rights say it themselves (`Collected`); sessions are not replaced but accumulate.
+METHOD_BITS = {
+    "Group": 0,
+    "GPOLocalGroup": 2,
+    "Trusts": 5,
+    "ACL": 6,
+    "Container": 7,
+    "ObjectProps": 9,
+    "SPNTargets": 13,
+    "CertServices": 18,
+}
+FACT_GROUPS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "aces": (("aces",), "ACL"),
+    "members": (("members",), "Group"),
+    "primarygroup": (("primarygroupsid",), None),
+    "containment": (("containedby", "childobjects"), "Container"),
+    "links": (("links",), "Container"),
+    "delegation": (
+        ("allowedtodelegate", "allowedtoact", "hassidhistory", "dumpsmsapassword"),
+        "ObjectProps",
+    ),
+    "spntargets": (("spntargets",), "SPNTargets"),
+    "gpochanges": (("gpochanges",), "GPOLocalGroup"),
+    "trusts": (("trusts",), "Trusts"),
+}
+ADCS_KEYS = {
+    "EnterpriseCA": ("enabledcerttemplates", "hostingcomputer"),
+    "RootCA": ("domainsid",),
+    "NTAuthStore": ("domainsid",),
+    "IssuancePolicy": ("grouplink",),
+}
+# A record of only these keys is a stub (a repeated BUILTIN group...): its properties add
+# to the stored ones and never replace them.
+STUB_KEYS = {"objectidentifier", "properties", "objecttype"}
 
 
 def principal(ref: Any) -> tuple[str, str] | None:
@@ -138,10 +181,55 @@ def session_pairs(record: dict[str, Any]) -> Iterable[tuple[str, str]]:
                 yield str(s["computersid"]).upper(), str(s["usersid"]).upper()
 
 
+def collects(methods: int | None, method: str | None) -> bool:
+    return methods is None or method is None or bool(methods >> METHOD_BITS[method] & 1)
+
+
+def stated_facts(label: str, record: dict[str, Any], methods: int | None) -> list[str]:
+    """The groups of facts a record states (see FACT_GROUPS)."""
+    facts = [
+        fact
+        for fact, (keys, method) in FACT_GROUPS.items()
+        if collects(methods, method) and any(key in record for key in keys)
+    ]
+    properties = record.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    if any(k in record or k in properties for k in ("isdc", "unconstraineddelegation")):
+        facts.append("roles")
+    adcs_keys = ADCS_KEYS.get(label, ())
+    if collects(methods, "CertServices") and any(key in record for key in adcs_keys):
+        facts.append("adcs")
+    registry = record.get("caregistrydata")
+    security = registry.get("casecurity") if isinstance(registry, dict) else None
+    if label == "EnterpriseCA" and isinstance(security, dict) and security.get("collected"):
+        facts.append("casecurity")
+    for group in record.get("localgroups") or []:
+        if isinstance(group, dict) and group.get("collected"):
+            group_id = to_upper_id(group.get("objectidentifier")) or ""
+            kind = LOCAL_GROUP_EDGE_BY_RID.get(group_id.rsplit("-", 1)[-1])
+            if kind is not None:
+                facts.append(f"localgroup:{kind}")
+    for key, kind in GROUP_BLOCK_KINDS.items():
+        block = record.get(key)
+        if (isinstance(block, dict) and block.get("collected")) or isinstance(block, list):
+            facts.append(f"localgroup:{kind}")
+    for right in record.get("userrights") or []:
+        if isinstance(right, dict) and right.get("collected"):
+            granted = USER_RIGHT_KINDS.get(str(right.get("privilege")))
+            if granted is not None:
+                facts.append(f"userright:{granted}")
+    return facts
+
+
 async def ingest_objects(
-    meta_type: str, records: AsyncIterator[tuple[int, Any]], source: str, writer: GraphWriter
+    meta_type: str,
+    records: AsyncIterator[tuple[int, Any]],
+    source: str,
+    writer: GraphWriter,
+    methods: int | None,
 ) -> None:
     label = LABELS[meta_type]
+    reads_properties = collects(methods, "ObjectProps")
     async for i, raw in records:
         where = f"data[{i}]"
         record = lower_keys(raw)
@@ -162,7 +250,9 @@ async def ingest_objects(
                 [label, "Base"],
                 {**properties, **collected_facts(label, record, properties)},
                 env,
-            )
+                replaces_properties=reads_properties and not record.keys() <= STUB_KEYS,
+            ),
+            stated_facts(label, record, methods),
         )
         await writer.add_edges(object_edges(label, oid, record, properties, env, writer.derived))
         if label == "Domain":
@@ -170,6 +260,14 @@ async def ingest_objects(
                 writer.name_stub(target, target_name)
             if isinstance(name, str) and name:
                 await well_known_groups(oid, name.upper(), writer)
+
+
+def stamped(fact: str, owner: str, edges: Iterable[EdgeRecord]) -> Iterator[EdgeRecord]:
+    """The edges of one group of facts of the owner's record."""
+    for edge in edges:
+        edge.fact = fact
+        edge.owner = owner
+        yield edge
 
 
 def object_edges(
@@ -180,35 +278,34 @@ def object_edges(
     env: str | None,
     derived: DerivedEdges,
 ) -> Iterable[EdgeRecord]:
-    yield from read_aces(label, oid, record, env)
-    parent = principal(record.get("containedby"))
-    if parent:
-        yield EdgeRecord(parent[0], oid, "Contains", env, parent[1], label)
-    for child, kind in principals(record.get("childobjects")):
-        yield EdgeRecord(oid, child, "Contains", env, label, kind)
+    yield from stamped("aces", oid, read_aces(label, oid, record.get("aces"), env, properties))
+    if label == "EnterpriseCA":
+        yield from stamped("casecurity", oid, read_ca_security(oid, record, env))
+    yield from stamped("containment", oid, read_containment(label, oid, record, env))
     for member, kind in principals(record.get("members")):
-        yield EdgeRecord(member, oid, "MemberOf", env, kind, "Group")
+        yield EdgeRecord(member, oid, "MemberOf", env, kind, "Group", fact="members", owner=oid)
     primary = record.get("primarygroupsid")
     if isinstance(primary, str) and primary:
         yield EdgeRecord(
-            oid, primary.upper(), "MemberOf", env, label, "Group", {"isprimarygroup": True}
+            oid,
+            primary.upper(),
+            "MemberOf",
+            env,
+            label,
+            "Group",
+            {"isprimarygroup": True},
+            fact="primarygroup",
+            owner=oid,
         )
-    for target, kind in principals(record.get("allowedtodelegate")):
-        yield EdgeRecord(oid, target, "AllowedToDelegate", env, label, kind)
-    for actor, kind in principals(record.get("allowedtoact")):
-        yield EdgeRecord(actor, oid, "AllowedToAct", env, kind, label)
-    for target, kind in principals(record.get("hassidhistory")):
-        yield EdgeRecord(oid, target, "HasSIDHistory", env, label, kind)
-    for target, kind in principals(record.get("dumpsmsapassword")):
-        yield EdgeRecord(oid, target, "DumpSMSAPassword", env, label, kind)
-    yield from read_spn_targets(label, oid, record, env)
+    yield from stamped("delegation", oid, read_delegation(label, oid, record, env))
+    yield from stamped("spntargets", oid, read_spn_targets(label, oid, record, env))
     if label == "Computer":
         yield from read_local_groups(oid, record, env, derived)
         for computer, user in session_pairs(record):
             yield EdgeRecord(computer, user, "HasSession", env, "Computer", "User")
     if label in ("User", "Computer"):
-        yield from read_domain_roles(label, oid, record, properties, env)
-    yield from read_gpo_changes(record, env)
+        yield from stamped("roles", oid, read_domain_roles(label, oid, record, properties, env))
+    yield from stamped("gpochanges", oid, read_gpo_changes(record, env))
     for link in record.get("links") or []:
         if isinstance(link, dict) and isinstance(link.get("guid"), str):
             yield EdgeRecord(
@@ -219,32 +316,75 @@ def object_edges(
                 "GPO",
                 label,
                 {"enforced": bool(link.get("isenforced"))},
+                fact="links",
+                owner=oid,
             )
     if label == "Domain":
-        yield from read_trusts(oid, record, env)
+        yield from stamped("trusts", oid, read_trusts(oid, record, env))
         if isinstance(properties.get("name"), str):
             yield from well_known_links(oid, properties["name"].upper())
-    yield from read_adcs_links(label, oid, record, env)
+    yield from stamped("adcs", oid, read_adcs_links(label, oid, record, env))
 
 
-def read_aces(
+def read_containment(
     label: str, oid: str, record: dict[str, Any], env: str | None
 ) -> Iterable[EdgeRecord]:
-    """One edge per ACE, named by its right, from the principal to the object; a right this
-    version does not know keeps its own name. An enterprise CA's CA security entries are
-    its ACEs too (less its owner and local groups, as the reference reads them)."""
-    aces = record.get("aces")
-    aces = aces if isinstance(aces, list) else []
-    security = record.get("caregistrydata")
-    security = security.get("casecurity") if isinstance(security, dict) else None
-    if label == "EnterpriseCA" and isinstance(security, dict) and security.get("collected"):
-        aces = aces + [
+    parent = principal(record.get("containedby"))
+    if parent:
+        yield EdgeRecord(parent[0], oid, "Contains", env, parent[1], label)
+    for child, kind in principals(record.get("childobjects")):
+        yield EdgeRecord(oid, child, "Contains", env, label, kind)
+
+
+def read_delegation(
+    label: str, oid: str, record: dict[str, Any], env: str | None
+) -> Iterable[EdgeRecord]:
+    for target, kind in principals(record.get("allowedtodelegate")):
+        yield EdgeRecord(oid, target, "AllowedToDelegate", env, label, kind)
+    for actor, kind in principals(record.get("allowedtoact")):
+        yield EdgeRecord(actor, oid, "AllowedToAct", env, kind, label)
+    for target, kind in principals(record.get("hassidhistory")):
+        yield EdgeRecord(oid, target, "HasSIDHistory", env, label, kind)
+    for target, kind in principals(record.get("dumpsmsapassword")):
+        yield EdgeRecord(oid, target, "DumpSMSAPassword", env, label, kind)
+
+
+def read_ca_security(oid: str, record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
+    """An enterprise CA's CA security entries are ACEs too (less its owner and local groups,
+    as the reference reads them)."""
+    registry = record.get("caregistrydata")
+    security = registry.get("casecurity") if isinstance(registry, dict) else None
+    if not isinstance(security, dict) or not security.get("collected"):
+        return ()
+    return read_aces(
+        "EnterpriseCA",
+        oid,
+        [
             ace
             for ace in security.get("data") or []
             if isinstance(ace, dict)
             and ace.get("rightname") != "Owns"
             and str(ace.get("principaltype")).lower() != "localgroup"
-        ]
+        ],
+        env,
+    )
+
+
+def read_aces(
+    label: str,
+    oid: str,
+    aces: Any,
+    env: str | None,
+    properties: dict[str, Any] | None = None,
+) -> Iterable[EdgeRecord]:
+    """One edge per ACE, named by its right, from the principal to the object; a right this
+    version does not know keeps its own name. The owner's, WriteOwner's and OWNER RIGHTS'
+    ACEs give the edges `owner_edges` says, from the record's `properties`."""
+    if not isinstance(aces, list):
+        return
+    owner: tuple[str, str] | None = None
+    write_owners: list[tuple[str, str, bool]] = []
+    owner_rights: list[tuple[str, bool]] = []
     for ace in aces:
         if type(ace) is not dict:
             continue
@@ -265,16 +405,87 @@ def read_aces(
         if sid == oid:  # an object's rights over itself lead nowhere (the reference skips them)
             continue
         start_kind = OBJECT_KINDS.get(str(principal_type).lower(), "Base")
-        properties = ACL_INHERITED if inherited else ACL_EXPLICIT
-        for kind in map_ace_kinds(right, ace_type):
-            yield EdgeRecord(sid, oid, kind, env, start_kind, label, properties)
+        kinds = map_ace_kinds(right, ace_type)
+        if sid.endswith(OWNER_RIGHTS_SID):
+            owner_rights.extend((kind, bool(inherited)) for kind in kinds)
+            continue
+        properties_of_ace = ACL_INHERITED if inherited else ACL_EXPLICIT
+        for kind in kinds:
+            if kind in OWNER_KINDS:
+                owner = owner or (sid, start_kind)
+            elif kind in WRITE_OWNER_KINDS:
+                write_owners.append((sid, start_kind, bool(inherited)))
+            else:
+                yield EdgeRecord(sid, oid, kind, env, start_kind, label, properties_of_ace)
+    yield from owner_edges(label, oid, env, properties or {}, owner, write_owners, owner_rights)
+
+
+def owner_edges(
+    label: str,
+    oid: str,
+    env: str | None,
+    properties: dict[str, Any],
+    owner: tuple[str, str] | None,
+    write_owners: list[tuple[str, str, bool]],
+    owner_rights: list[tuple[str, bool]],
+) -> Iterable[EdgeRecord]:
+    """What the owner and the WriteOwner holders get, as the reference's ingest decides it.
+    ACEs granted to OWNER RIGHTS replace an owner's implicit rights with theirs: the owner
+    gets OwnsLimitedRights (with those rights), and a WriteOwner holder, who would become
+    the owner, gets WriteOwnerLimitedRights with the inherited ones (an explicit OWNER
+    RIGHTS ACE is dropped when the owner changes). Without such ACEs the collector's
+    `doesanyacegrantownerrights` and `doesanyinheritedacegrantownerrights` say whether
+    non-abusable ones limit them; older collectors say nothing, and OwnsRaw and
+    WriteOwnerRaw are kept."""
+    limited = sorted({kind for kind, _ in owner_rights})
+    limited_inherited = sorted({kind for kind, inherited in owner_rights if inherited})
+    any_grant = properties.get("doesanyacegrantownerrights") is True
+    inherited_grant = properties.get("doesanyinheritedacegrantownerrights") is True
+    if limited:
+        if owner is not None:
+            yield EdgeRecord(
+                owner[0],
+                oid,
+                "OwnsLimitedRights",
+                env,
+                owner[1],
+                label,
+                {"isacl": True, "isinherited": False, "privileges": limited},
+            )
+        for sid, kind, inherited in write_owners:
+            if limited_inherited:
+                yield EdgeRecord(
+                    sid,
+                    oid,
+                    "WriteOwnerLimitedRights",
+                    env,
+                    kind,
+                    label,
+                    {"isacl": True, "isinherited": inherited, "privileges": limited_inherited},
+                )
+            elif not inherited_grant:
+                yield write_owner_raw(sid, kind, inherited, oid, label, env)
+        return
+    if any_grant and inherited_grant:
+        return
+    if not any_grant and owner is not None:
+        yield EdgeRecord(owner[0], oid, "OwnsRaw", env, owner[1], label, ACL_EXPLICIT)
+    for sid, kind, inherited in write_owners:
+        yield write_owner_raw(sid, kind, inherited, oid, label, env)
+
+
+def write_owner_raw(
+    sid: str, kind: str, inherited: bool, oid: str, label: str, env: str | None
+) -> EdgeRecord:
+    properties = ACL_INHERITED if inherited else ACL_EXPLICIT
+    return EdgeRecord(sid, oid, "WriteOwnerRaw", env, kind, label, properties)
 
 
 def map_ace_kinds(right: str, ace_type: Any) -> list[str]:
     """The edges one ACE gives: its RightName, or for a JSON v3 ACE (with an AceType) what
     BloodHound 3 read from the pair; a pair it did not read keeps the right's name."""
     if ace_type is None:
-        return [RIGHT_KINDS.get(right, right)]
+        return [right]
     kinds = []
     if ace_type in V3_ACE_TYPES:
         kinds.append(V3_ACE_TYPES[ace_type])
@@ -318,9 +529,7 @@ def read_local_groups(
         if BUILTIN_GROUP.fullmatch(group_id):
             derived.record_builtin_group(group_id, kind, oid, env, members)
             continue
-        for member, member_kind in members:
-            if not is_rdp_to_itself(kind, member, oid):
-                yield EdgeRecord(member, oid, kind, env, member_kind, "Computer")
+        yield from local_group_edges(oid, kind, members, env)
     for key, kind in GROUP_BLOCK_KINDS.items():
         block = record.get(key)
         if isinstance(block, dict) and block.get("collected"):
@@ -329,9 +538,7 @@ def read_local_groups(
             members = principals(block)
         else:
             continue
-        for member, member_kind in members:
-            if not is_rdp_to_itself(kind, member, oid):
-                yield EdgeRecord(member, oid, kind, env, member_kind, "Computer")
+        yield from local_group_edges(oid, kind, members, env)
     for right in record.get("userrights") or []:
         if not isinstance(right, dict) or not right.get("collected"):
             continue
@@ -339,7 +546,35 @@ def read_local_groups(
         if granted is None:
             continue
         for grantee, grantee_kind in principals(right.get("results")):
-            yield EdgeRecord(grantee, oid, granted, env, grantee_kind, "Computer")
+            yield EdgeRecord(
+                grantee,
+                oid,
+                granted,
+                env,
+                grantee_kind,
+                "Computer",
+                fact=f"userright:{granted}",
+                owner=oid,
+            )
+
+
+def local_group_edges(
+    computer: str, kind: str, members: list[tuple[str, str]], env: str | None
+) -> Iterable[EdgeRecord]:
+    """The edges a computer's local group gives its members, as the fact "localgroup:KIND"
+    of the computer's record."""
+    for member, member_kind in members:
+        if not is_rdp_to_itself(kind, member, computer):
+            yield EdgeRecord(
+                member,
+                computer,
+                kind,
+                env,
+                member_kind,
+                "Computer",
+                fact=f"localgroup:{kind}",
+                owner=computer,
+            )
 
 
 def read_gpo_changes(record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
@@ -527,10 +762,15 @@ async def ingest_deleted(
 
 
 async def ingest(
-    meta_type: str, records: AsyncIterator[tuple[int, Any]], source: str, writer: GraphWriter
+    meta_type: str,
+    records: AsyncIterator[tuple[int, Any]],
+    source: str,
+    writer: GraphWriter,
+    methods: int | None = None,
 ) -> None:
+    """`methods`: the document's `meta.methods`, if it says."""
     if meta_type in LABELS:
-        await ingest_objects(meta_type, records, source, writer)
+        await ingest_objects(meta_type, records, source, writer, methods)
     elif meta_type == "sessions":
         await ingest_sessions(records, source, writer)
     elif meta_type == "deleted":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zipfile
 import zlib
@@ -9,6 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, BinaryIO, cast
@@ -38,6 +40,11 @@ MAX_COMMENT = 0xFFFF
 # for a zip to be opened once (or twice: listed, then read, past this many zips), and a
 # folder of thousands of zips stays within the open-file limit.
 MAX_OPEN_ZIPS = 16
+
+# SharpHound names its files and zips after the collection's start, `yyyyMMddHHmmss_`.
+COLLECTION_TIME_PREFIX = re.compile(r"(\d{14})_")
+# A zip entry time before this is a placeholder (1980-01-01 is the format's least).
+EARLIEST_ENTRY_YEAR = 1981
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,23 @@ class Source:
     path: Path
     entry: zipfile.ZipInfo | None = None
     archives: Archives | None = None
+
+    def collection_time(self) -> datetime | None:
+        """When the collector made the document, if it says: the time SharpHound puts at the
+        start of its file names (the entry's, else the zip's), else a zip entry's time.
+        Collectors write local times without a zone; they are taken as UTC."""
+        names = [self.entry.filename.rsplit("/", 1)[-1]] if self.entry is not None else []
+        names.append(self.label.split(": ", 1)[0].replace("\\", "/").rsplit("/", 1)[-1])
+        for name in names:
+            match = COLLECTION_TIME_PREFIX.match(name)
+            if match is not None:
+                try:
+                    return datetime.strptime(match.group(1), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+                except ValueError:
+                    continue
+        if self.entry is not None and self.entry.date_time[0] >= EARLIEST_ENTRY_YEAR:
+            return datetime(*self.entry.date_time, tzinfo=UTC)
+        return None
 
     @contextmanager
     def open(self, progress: Progress | None = None) -> Iterator[IO[bytes]]:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from graphsvc.ingest.derived import DerivedEdges
+from graphsvc.ingest.facts import FACT_KEYS
 from graphsvc.ingest.records import (
     EdgeRecord,
     Endpoint,
@@ -24,17 +25,35 @@ EDGE_BATCH = 5000
 
 
 def merge_node(new: NodeRecord, old: NodeRecord | graph.StoredNode) -> NodeRecord:
-    """Collectors repeat objects, sometimes as stubs: keep every kind and property seen, a real
-    name over a bare id, and the newest values; a property the newer record states as null
-    is cleared."""
+    """Collectors repeat objects, sometimes as stubs: keep every kind seen and a real name
+    over a bare id. Of the properties, the newer collection's win: a record that
+    `replaces_properties` drops the ones of an older collection but for FACT_KEYS, and one
+    that does not adds its own; two records of one collection add up. A record of an older
+    collection than the one stored only adds what the stored one lacks. A property stated
+    as null is cleared (`without_nulls`)."""
     name = new.name if new.name and new.name != new.object_id else old.name or new.name
     environment = new.environment_id or old.environment_id
+    older: NodeRecord | graph.StoredNode = old
+    newer: NodeRecord | graph.StoredNode = new
+    if old.seen is not None and new.seen is not None and old.seen > new.seen:
+        older, newer = new, old
+    kept = older.properties
+    if (
+        isinstance(newer, NodeRecord)
+        and newer.replaces_properties
+        and (older.seen is None or newer.seen is None or older.seen < newer.seen)
+    ):
+        kept = {k: v for k, v in kept.items() if k in FACT_KEYS}
+    replaces = new.replaces_properties or (isinstance(old, NodeRecord) and old.replaces_properties)
+    seen = newer.seen or older.seen
     return NodeRecord(
         new.object_id,
         name,
         merge_kinds(new.kinds, old.kinds),
-        {**old.properties, **new.properties},
+        {**kept, **newer.properties},
         environment,
+        replaces,
+        seen,
     )
 
 
@@ -59,9 +78,21 @@ class GraphWriter:
         self.stub_names: dict[str, str] = {}  # names for nodes no file collects (trusted domains)
         self.skipped: Counter[str] = Counter()  # records of kinds not read, by producer and kind
         self.source = ""  # the document being read (run.py sets it)
+        self.seen = now  # when that document's collection was made (run.py sets it)
+        # The groups of facts the pending nodes' records stated: object id -> fact -> when.
+        self.stated: dict[str, dict[str, datetime]] = {}
+        self.stated_before = False  # whether a record stated facts of a node stored before
         self.skipped_by_source: dict[str, Counter[str]] = {}  # the same, per document
 
-    async def node(self, record: NodeRecord) -> None:
+    async def node(self, record: NodeRecord, facts: Iterable[str] = ()) -> None:
+        """Store a collected object; `facts` are the groups of facts its record stated (the
+        ones an older collection's relationships are replaced in)."""
+        if record.seen is None:
+            record.seen = self.seen
+        if facts:
+            stated = self.stated.setdefault(record.object_id, {})
+            for fact in facts:
+                stated[fact] = record.seen
         known = self.nodes.get(record.object_id)
         self.nodes[record.object_id] = record if known is None else merge_node(record, known)
         if len(self.nodes) >= NODE_BATCH:
@@ -74,7 +105,10 @@ class GraphWriter:
         """Edges in one call (a record's ACEs are a dozen): a coroutine per edge was a tenth
         of the ingest's Python time."""
         pending = self.edges
+        seen = self.seen
         for record in records:
+            if record.seen is None:
+                record.seen = seen
             key = (record.start, record.kind, record.end)
             known = pending.get(key)
             if known is not None:
@@ -102,13 +136,17 @@ class GraphWriter:
     async def write_batch(self, flush_edges: bool = True) -> None:
         """Store the pending nodes (and edges, unless told not to)."""
         nodes, self.nodes = self.nodes, {}
+        stated, self.stated = self.stated, {}
         edges: dict[tuple[str, str, str], EdgeRecord] = {}
         if flush_edges:
             edges, self.edges = self.edges, {}
-        await self.store_batch(nodes, edges)
+        await self.store_batch(nodes, stated, edges)
 
     async def store_batch(
-        self, nodes: dict[str, NodeRecord], edges: dict[tuple[str, str, str], EdgeRecord]
+        self,
+        nodes: dict[str, NodeRecord],
+        stated: dict[str, dict[str, datetime]],
+        edges: dict[tuple[str, str, str], EdgeRecord],
     ) -> None:
         if nodes:
             stored = await graph.find_nodes(self.conn, nodes)
@@ -119,6 +157,17 @@ class GraphWriter:
             await graph.upsert_nodes(
                 self.conn, records, self.run_number, self.now, kinds_only_grow=True
             )
+            # Only a node stored before can hold an older collection's facts: a first
+            # collection (a whole new graph's ingest) states nothing to replace.
+            before = [
+                (stored[oid].id, fact, seen)
+                for oid, facts in stated.items()
+                if oid in stored
+                for fact, seen in facts.items()
+            ]
+            if before:
+                self.stated_before = True
+                await graph.insert_stated_facts(self.conn, self.run_number, before)
         if edges:
             stubs: dict[str, str] = {}  # each endpoint's kind, should it be missing
             for e in edges.values():
@@ -126,15 +175,25 @@ class GraphWriter:
                     stubs[e.start] = e.start_kind
                 if stubs.get(e.end, "Base") == "Base":
                     stubs[e.end] = e.end_kind
+                if e.owner is not None and e.owner not in stubs:
+                    stubs[e.owner] = "Base"
             ids = await graph.ensure_nodes(self.conn, stubs, self.now, self.stub_names)
             await graph.upsert_edges(
                 self.conn,
                 [
-                    (ids[e.start], ids[e.end], e.kind, e.properties, e.environment_id)
+                    (
+                        ids[e.start],
+                        ids[e.end],
+                        e.kind,
+                        e.properties,
+                        e.environment_id,
+                        None if e.owner is None else ids[e.owner],
+                        e.fact,
+                        e.seen or self.now,
+                    )
                     for e in edges.values()
                 ],
                 self.run_number,
-                self.now,
             )
 
     async def finish(self) -> None:
@@ -146,6 +205,8 @@ class GraphWriter:
         await self.write_batch()
         await self.derived.write_edges(self)
         await self.write_batch()
+        if self.stated_before:
+            await graph.delete_stale_facts(self.conn, self.run_number)
         if self.deleted:
             await graph.delete_nodes(self.conn, sorted(self.deleted))
 

@@ -11,8 +11,10 @@ from typing import Any
 
 from graphsvc.store.db import Connection, Row
 from graphsvc.store.dialect import (
+    execute_counted,
     in_list,
     json_property_equals,
+    json_text,
     json_value_param,
     list_param,
     rows_source,
@@ -45,18 +47,20 @@ async def list_rights_on(
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-async def list_members(conn: Connection, groups: Iterable[str]) -> list[tuple[str, str]]:
-    """(member, group) object ids of every MemberOf relationship into these groups."""
+async def list_members(conn: Connection, groups: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(member, group, the member's label) of every MemberOf relationship into these
+    groups (object ids)."""
     # CROSS JOIN keeps SQLite to this order (groups, then their edges by end): joined
     # freely, it read every edge for each call.
     rows = await conn.fetch(
-        f"""SELECT s.object_id, e.object_id FROM nodes e CROSS JOIN edges x CROSS JOIN nodes s
+        f"""SELECT s.object_id, e.object_id, s.label FROM nodes e CROSS JOIN edges x
+            CROSS JOIN nodes s
         WHERE {in_list(conn.dialect, "e.object_id", "$1")} AND x.end_id = e.id
             AND x.kind_id = (SELECT id FROM kinds WHERE name = 'MemberOf')
             AND s.id = x.start_id""",
         list_param(conn.dialect, groups),
     )
-    return [(r[0], r[1]) for r in rows]
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 async def list_laps_computers(conn: Connection, domain: str) -> list[str]:
@@ -207,3 +211,79 @@ async def list_hosts(conn: Connection) -> list[tuple[str, bool, str]]:
         json_value_param(conn.dialect, True),
     )
     return [(r[0], bool(r[1]), r[2]) for r in rows]
+
+
+async def copy_raw_edges(
+    conn: Connection,
+    raw_kind: str,
+    kind: str,
+    run_number: int,
+    now: datetime,
+    blocking_domains: Sequence[str] = (),
+    exempt_starts: Sequence[str] = (),
+) -> int:
+    """Derive a `kind` relationship from each `raw_kind` one (with its properties), but for
+    those into a computer, a gMSA or an MSA of a domain in `blocking_domains` (by the
+    target's `domainsid`) from a start not in `exempt_starts` (object ids). How many."""
+    condition = ""
+    args: list[Any] = [raw_kind, run_number, now]
+    if blocking_domains:
+        domain = f"upper({json_text(conn.dialect, 't.properties', 'domainsid')})"
+        gmsa = json_property_equals(conn.dialect, "t.properties", "'gmsa'", "$6")
+        msa = json_property_equals(conn.dialect, "t.properties", "'msa'", "$6")
+        # IS NOT TRUE: a property a node lacks tests as NULL, which NOT would keep NULL.
+        condition = f"""AND ({in_list(conn.dialect, domain, "$4")}
+            AND (EXISTS (SELECT 1 FROM node_kinds nk JOIN kinds nkk ON nkk.id = nk.kind_id
+                    WHERE nk.node_id = t.id AND nkk.name = 'Computer') OR {gmsa} OR {msa})
+            AND NOT {in_list(conn.dialect, "s.object_id", "$5")}) IS NOT TRUE"""
+        args += [
+            list_param(conn.dialect, blocking_domains),
+            list_param(conn.dialect, exempt_starts),
+            json_value_param(conn.dialect, True),
+        ]
+    kind_id = (await ensure_kinds(conn, [kind]))[kind]
+    return await execute_counted(
+        conn,
+        f"""INSERT INTO edges (start_id, end_id, kind_id, properties, environment_id,
+            run_number, updated_at, derived)
+        SELECT x.start_id, x.end_id, {kind_id}, x.properties, x.environment_id, $2, $3, true
+        FROM edges x JOIN nodes t ON t.id = x.end_id JOIN nodes s ON s.id = x.start_id
+        WHERE x.kind_id = (SELECT id FROM kinds WHERE name = $1) {condition}
+        ON CONFLICT (end_id, kind_id, start_id) DO NOTHING""",
+        *args,
+    )
+
+
+async def list_ids_ending_with(conn: Connection, suffixes: Sequence[str]) -> list[str]:
+    """Object ids of the groups whose id ends with one of the suffixes."""
+    condition = " OR ".join(f"object_id LIKE ${i + 1}" for i in range(len(suffixes)))
+    rows = await conn.fetch(
+        f"SELECT object_id FROM nodes WHERE label = 'Group' AND ({condition})",
+        *(f"%{suffix}" for suffix in suffixes),
+    )
+    return [r[0] for r in rows]
+
+
+async def find_analysed_nodes(conn: Connection, object_ids: Iterable[str]) -> list[AnalysedNode]:
+    rows = await conn.fetch(
+        f"SELECT {NODE_FIELDS} FROM nodes n WHERE {in_list(conn.dialect, 'n.object_id', '$1')}",
+        list_param(conn.dialect, sorted(set(object_ids))),
+    )
+    return [analysed_node(r) for r in rows]
+
+
+async def list_rights_into(
+    conn: Connection, object_ids: Iterable[str], rights: Sequence[str]
+) -> list[tuple[str, str, str, str]]:
+    """(holder, holder's label, right, target) of every relationship of the `rights` kinds
+    into the nodes (object ids)."""
+    rows = await conn.fetch(
+        f"""SELECT s.object_id, s.label, k.name, t.object_id FROM nodes t CROSS JOIN edges x
+            CROSS JOIN nodes s CROSS JOIN kinds k
+        WHERE {in_list(conn.dialect, "t.object_id", "$1")} AND x.end_id = t.id
+            AND k.id = x.kind_id AND {in_list(conn.dialect, "k.name", "$2")}
+            AND s.id = x.start_id""",
+        list_param(conn.dialect, sorted(set(object_ids))),
+        list_param(conn.dialect, rights),
+    )
+    return [(r[0], r[1], r[2], r[3]) for r in rows]

@@ -56,6 +56,15 @@ def rows_source(
     return f"(SELECT {columns} FROM json_each(${first})) AS t", [encode_json(rows)]
 
 
+async def execute_counted(conn: Connection, sql: str, *args: Any) -> int:
+    """Run an INSERT, UPDATE or DELETE; how many rows it changed."""
+    if conn.dialect == "postgresql":
+        counted = f"WITH done AS ({sql} RETURNING 1) SELECT count(*) FROM done"
+        return int(await conn.fetchval(counted, *args))
+    await conn.execute(sql, *args)
+    return int(await conn.fetchval("SELECT changes()"))
+
+
 async def sync_id_sequence(conn: Connection, table: str) -> None:
     """After rows were added with explicit ids: PostgreSQL's sequence must move past them
     (SQLite's rowid needs nothing)."""
@@ -141,6 +150,11 @@ def sqlite_time(value: datetime) -> str:
     """Fixed-width UTC text, so that SQLite compares and sorts times as strings correctly
     (strftime's %Y would write year 999 in three digits)."""
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def time_value(dialect: Dialect, value: datetime) -> datetime | str:
+    """A time as one of `rows_source`'s values: SQLite's rows are JSON, so its text."""
+    return sqlite_time(value) if dialect == "sqlite" else value
 
 
 @lru_cache(maxsize=4096)

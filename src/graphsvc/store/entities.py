@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
@@ -26,12 +27,22 @@ NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.la
 # - groups: what the entity, or any group it is in at any depth, holds the kinds on;
 # - members: who holds the kinds on the entity or on any of its members at any depth (the
 #   computers where a group's members have sessions);
-# - transitive: the kinds followed hop after hop (a group's members, trusts);
+# - transitive: the kinds followed hop after hop (a group's members, trusts); a walk with
+#   `outward` kinds also follows those the other way (a CA's PKI hierarchy, up and down);
+# - terminals: as transitive, only the nodes the kinds lead no further from (the ends of
+#   delegation chains, as the reference lists them);
 # - direct: one hop;
 # - environment: the nodes of the domain whose label is the kind (a domain's users);
 # - tier_zero: the domain's tier zero (store/tier_zero.py), the domain included.
 Nesting = Literal[
-    "holders", "groups", "members", "transitive", "direct", "environment", "tier_zero"
+    "holders",
+    "groups",
+    "members",
+    "transitive",
+    "terminals",
+    "direct",
+    "environment",
+    "tier_zero",
 ]
 Direction = Literal["in", "out"]
 
@@ -41,6 +52,7 @@ class Walk:
     kinds: tuple[str, ...]  # relationship kinds of the hop; a node label for `environment`
     direction: Direction  # "in": from the nodes that point at the entity
     nesting: Nesting
+    outward: tuple[str, ...] = ()  # kinds a transitive walk also follows the other way
 
 
 @dataclass
@@ -52,6 +64,7 @@ class EntityRow:
     kinds: list[str]
     properties: dict[str, Any]
     is_tier_zero: bool
+    seen: datetime  # when its newest collection was made
 
 
 # What a node is, its kinds decide (not its label, the first of them): a node of kinds
@@ -64,14 +77,14 @@ async def find_entity(conn: Connection, object_id: str, label: str) -> EntityRow
     """The node with this object id (any case) that has `label` among its kinds."""
     r = await conn.fetchrow(
         f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.properties,
-            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id) FROM nodes n
-        WHERE n.object_id = $1 AND {HAS_KIND}""",
+            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id), n.updated_at
+        FROM nodes n WHERE n.object_id = $1 AND {HAS_KIND}""",
         object_id.upper(),
         label,
     )
     if r is None:
         return None
-    return EntityRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]))
+    return EntityRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]), r[7])
 
 
 @dataclass
@@ -119,15 +132,18 @@ def walk_kind_names(walk: Walk) -> tuple[str, ...]:
     """The relationship kinds whose ids the walk's query takes."""
     if walk.nesting in ("environment", "tier_zero"):
         return ()
-    return (*walk.kinds, "MemberOf") if walk.nesting in NESTED else walk.kinds
+    if walk.nesting in NESTED:
+        return (*walk.kinds, "MemberOf")
+    return (*walk.kinds, *walk.outward)
 
 
-def walk_sql(walk: Walk, kind_marks: str) -> str:
+def walk_sql(walk: Walk, kind_marks: str, outward_marks: str = "") -> str:
     """The set of node ids the walk reaches from node $1, as a query selecting `node_id`;
-    `kind_marks` lists the parameters of the hop's kind ids, and MemberOf's is $2 where the
-    walk follows nesting (`walk_arguments` gives them in that order). The kinds are
-    parameters, not subqueries: with table statistics present, SQLite planned the subquery
-    form of the DCOM walk to read the edge rows themselves and ran fifteen times slower."""
+    `kind_marks` lists the parameters of the hop's kind ids (`outward_marks` those of its
+    outward kinds), and MemberOf's is $2 where the walk follows nesting (`walk_arguments`
+    gives them in that order). The kinds are parameters, not subqueries: with table
+    statistics present, SQLite planned the subquery form of the DCOM walk to read the edge
+    rows themselves and ran fifteen times slower."""
     near, far = ("end_id", "start_id") if walk.direction == "in" else ("start_id", "end_id")
     if walk.nesting == "environment":
         return """SELECT n.id AS node_id FROM nodes n, nodes d
@@ -135,16 +151,29 @@ def walk_sql(walk: Walk, kind_marks: str) -> str:
     if walk.nesting == "tier_zero":
         return """SELECT t.node_id FROM tier_zero t
             WHERE t.domain_id = (SELECT object_id FROM nodes WHERE id = $1)"""
-    if walk.nesting == "direct":
-        return f"""SELECT e.{far} AS node_id FROM edges e
+    if walk.nesting == "direct":  # DISTINCT: a node may hold several of the kinds
+        return f"""SELECT DISTINCT e.{far} AS node_id FROM edges e
             WHERE e.{near} = $1 AND e.kind_id IN ({kind_marks})"""
-    if walk.nesting == "transitive":
-        return f"""WITH RECURSIVE reached(node_id) AS (
+    if walk.nesting in ("transitive", "terminals"):
+        onward = ""
+        if walk.nesting == "terminals":
+            onward = f"""AND NOT EXISTS (SELECT 1 FROM edges o WHERE o.{near} = reached.node_id
+                AND o.kind_id IN ({kind_marks}))"""
+        reached = f"""reached(node_id) AS (
                 SELECT e.{far} FROM edges e WHERE e.{near} = $1 AND e.kind_id IN ({kind_marks})
               UNION
                 SELECT e.{far} FROM edges e JOIN reached r ON e.{near} = r.node_id
-                WHERE e.kind_id IN ({kind_marks})
-            ) SELECT node_id FROM reached WHERE node_id <> $1"""
+                WHERE e.kind_id IN ({kind_marks}))"""
+        if not walk.outward:
+            return f"""WITH RECURSIVE {reached}
+                SELECT node_id FROM reached WHERE node_id <> $1 {onward}"""
+        return f"""WITH RECURSIVE {reached}, back(node_id) AS (
+                SELECT e.{near} FROM edges e WHERE e.{far} = $1 AND e.kind_id IN ({outward_marks})
+              UNION
+                SELECT e.{near} FROM edges e JOIN back b ON e.{far} = b.node_id
+                WHERE e.kind_id IN ({outward_marks})
+            ) SELECT node_id FROM reached WHERE node_id <> $1
+            UNION SELECT node_id FROM back WHERE node_id <> $1"""
     if walk.nesting == "holders":
         # The entity itself is listed when it is a member of a holder (a computer in a group
         # that may use DCOM on it), as the seed's DCOM rights list it.
@@ -185,9 +214,11 @@ async def list_reached(
     if args is None:
         return 0, []  # no ingest has produced the walk's kinds yet
     kinds_from = 3 if walk.nesting in NESTED else 2
-    marks = ", ".join(f"${i}" for i in range(kinds_from, len(args) + 1))
+    hop_end = len(args) + 1 - (len(walk.outward) if walk.outward else 0)
+    marks = ", ".join(f"${i}" for i in range(kinds_from, hop_end))
+    outward_marks = ", ".join(f"${i}" for i in range(hop_end, len(args) + 1))
     sql = f"""SELECT n.object_id, n.name, n.label, n.kinds, count(*) OVER ()
-        FROM ({walk_sql(walk, marks)}) AS w JOIN nodes n ON n.id = w.node_id
+        FROM ({walk_sql(walk, marks, outward_marks)}) AS w JOIN nodes n ON n.id = w.node_id
         ORDER BY {order_clause(sort, NODE_SORT_COLUMNS, "n.id")}"""
     total, rows = await fetch_page(conn, sql, args, skip, limit)
     decode = msgspec.json.Decoder(list[str]).decode
@@ -205,6 +236,11 @@ def walk_arguments(start: WalkStart, walk: Walk) -> list[Any] | None:
     if walk.nesting == "tier_zero":
         return [start.node_id]
     hop = [start.kind_ids[name] for name in walk.kinds if name in start.kind_ids]
+    if walk.outward:
+        # One parameter a kind, 0 (no kind's id) for one the graph lacks: the query's marks
+        # then match the walk's kinds whatever the graph holds.
+        known = [start.kind_ids.get(name, 0) for name in (*walk.kinds, *walk.outward)]
+        return [start.node_id, *known] if hop or any(known) else None
     if not hop:
         return None
     if walk.nesting not in NESTED:

@@ -1,5 +1,6 @@
 // Overview: every environment data exists for (AD domains, Azure tenants, OpenGraph
-// extensions), with its last collection and its counts. An OpenGraph extension's come from
+// extensions), with its last ingest and its counts; an AD domain also with the time its
+// newest collection was made (the domain's lastseen: the collector's time, not the ingest's). An OpenGraph extension's come from
 // the aggregations of its environment kinds: the newest run's metrics.
 
 import { get } from "./api.js";
@@ -7,6 +8,16 @@ import { el, formatNumber, formatTime, notice, table } from "./dom.js";
 
 const DOMAIN_COUNTS = ["users", "groups", "computers", "ous", "gpos", "sessions", "relationships"];
 const TENANT_COUNTS = ["users", "groups", "apps", "service_principals", "devices", "vms", "relationships"];
+
+async function collectedAt(environment) {
+  if (environment.type === "azure" || !environment.collected) return null;
+  try {
+    const answer = await get(`/domains/${encodeURIComponent(environment.id)}`, { counts: false });
+    return answer.data.props.lastseen || null;
+  } catch {
+    return null;
+  }
+}
 
 async function latestStats(environment) {
   const path =
@@ -21,7 +32,7 @@ async function latestStats(environment) {
   }
 }
 
-function environmentCard(environment, found) {
+function environmentCard(environment, found, seen) {
   const names = environment.type === "azure" ? TENANT_COUNTS : DOMAIN_COUNTS;
   const kind = environment.type === "azure" ? "Azure tenant" : "AD domain";
   const stats = found && !found.failed ? found : null;
@@ -35,9 +46,10 @@ function environmentCard(environment, found) {
       : el(
           "p",
           {},
-          "Last collection: ",
+          "Last ingest: ",
           el("strong", {}, stats ? formatTime(stats.created_at) : environment.collected ? "none in the last 30 days" : "never: referred to only"),
         ),
+    seen ? el("p", { class: "collected-at" }, "Collected: ", el("strong", {}, formatTime(seen))) : null,
     stats
       ? el("dl", { class: "counts" }, names.map((name) => [el("dt", {}, name.replace(/_/g, " ")), el("dd", {}, formatNumber(stats[name]))]))
       : null,
@@ -78,7 +90,7 @@ function extensionCard(extension, kind, found) {
     el("p", { class: "muted" }, `OpenGraph extension ${extension.name} ${extension.version}`),
     found.failed
       ? notice(found.failed)
-      : el("p", {}, "Last collection: ", el("strong", {}, metrics.length ? formatTime(metrics[0].created_at) : "none in the last 30 days")),
+      : el("p", {}, "Last ingest: ", el("strong", {}, metrics.length ? formatTime(metrics[0].created_at) : "none in the last 30 days")),
     metrics.length
       ? el("dl", { class: "counts" }, [...nodes.map((row) => [row.metric_name, row.metric_value]), ["relationships", relationships]].map(([name, value]) => [el("dt", {}, name), el("dd", {}, formatNumber(value))]))
       : null,
@@ -91,14 +103,17 @@ export async function showOverview(page, _rest, current) {
     get("/available-domains"),
     get("/graph-schema/extensions"),
   ]);
-  const stats = await Promise.all(environments.data.map((environment) => latestStats(environment)));
+  const [stats, seen] = await Promise.all([
+    Promise.all(environments.data.map((environment) => latestStats(environment))),
+    Promise.all(environments.data.map((environment) => collectedAt(environment))),
+  ]);
   const opengraph = extensions.data
     .filter((extension) => !extension.is_builtin)
     .flatMap((extension) => extension.environment_kinds.map((kind) => [extension, kind]));
   const runs = await Promise.all(opengraph.map(([, kind]) => latestRun(kind)));
   if (!current()) return;
   const cards = [
-    ...environments.data.map((environment, i) => environmentCard(environment, stats[i])),
+    ...environments.data.map((environment, i) => environmentCard(environment, stats[i], seen[i])),
     ...opengraph.map(([extension, kind], i) => extensionCard(extension, kind, runs[i])),
   ];
   page.append(
