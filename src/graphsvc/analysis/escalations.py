@@ -176,12 +176,13 @@ class Rules:
         self.crossed: dict[tuple[frozenset[str], ...], set[str]] = {}
 
     async def cross(self, *holder_sets: set[str]) -> set[str]:
-        """The cross product, kept: templates share their enrollers and CAs theirs."""
+        """The cross product, kept (templates share their enrollers and CAs theirs) and
+        shared: callers must not change it."""
         key = tuple(frozenset(holders) for holders in holder_sets)
         if key not in self.crossed:
             found = await calculate_cross_product(self.pki.memberships, list(holder_sets))
             self.crossed[key] = found
-        return set(self.crossed[key])
+        return self.crossed[key]
 
     async def without_dns_users(self, principals: set[str], template: str) -> set[str]:
         """The principals less plain users, where the template requires a DNS name."""
@@ -288,7 +289,7 @@ class Rules:
         enroll = pki.holders(template, "Enroll", "AllExtendedRights")
         name_flag = pki.holders(template, "WritePKINameFlag")
         enrollment_flag = pki.holders(template, "WritePKIEnrollmentFlag")
-        found = await self.cross(ca_enrollers, pki.holders(template, *CONTROL))
+        found = set(await self.cross(ca_enrollers, pki.holders(template, *CONTROL)))
         found |= await self.cross(ca_enrollers, pki.holders(template, "GenericWrite"), enroll)
         if not (t.is_true(template, "authenticationenabled") and t.needs_no_signature(template)):
             return found

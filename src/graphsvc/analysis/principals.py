@@ -22,6 +22,7 @@ class Memberships:
         self.groups: set[str] = set()  # the members read that are groups
         self.special: set[str] = set()  # the members read that are Authenticated Users or Everyone
         self.below: dict[tuple[frozenset[str], bool], set[str] | None] = {}
+        self.unrolled: dict[frozenset[str], frozenset[str] | None] = {}
 
     async def read_members(self, groups: set[str]) -> None:
         wanted = groups - self.direct.keys()
@@ -36,6 +37,16 @@ class Memberships:
                 self.groups.add(member)
                 if is_special_group(member):
                     self.special.add(member)
+
+    async def unroll(self, holders: set[str]) -> frozenset[str] | None:
+        """The holders and their members at any depth; None if Authenticated Users or
+        Everyone is among them. Kept: the escalation rules unroll Domain Users (every user)
+        template after template (a copy each time was most of a 100,000-object analysis)."""
+        key = frozenset(holders)
+        if key not in self.unrolled:
+            below = await self.find_members_below(set(holders), stop_at_special=True)
+            self.unrolled[key] = None if below is None else key | below
+        return self.unrolled[key]
 
     async def expand_to_accounts(self, principals: set[str], groups: set[str]) -> set[str]:
         """The principals that are not groups, and every member of those that are (at any
@@ -63,7 +74,7 @@ class Memberships:
                 found = None
                 break
             # Only a group has members: a user or a computer read as a member is not asked.
-            groups = {p for p in frontier if self.labels.get(p, "Group") == "Group"}
+            groups = (frontier & self.groups) | (frontier - self.labels.keys())
             await self.read_members(groups)
             frontier = {m for g in groups for m in self.direct[g]} - found - starts
             found |= frontier
@@ -90,17 +101,17 @@ async def calculate_cross_product(
     reached through no such group are taken one by one.
     """
     first_degree: list[set[str]] = []
-    unrolled: list[set[str]] = []
+    unrolled: list[frozenset[str]] = []
     for holders in holder_sets:
-        below = await memberships.find_members_below(set(holders), stop_at_special=True)
-        if below is not None:
+        found = await memberships.unroll(holders)
+        if found is not None:
             first_degree.append(set(holders))
-            unrolled.append(set(holders) | below)
+            unrolled.append(found)
     if not first_degree:
         return {p for holders in holder_sets for p in holders}
     if len(first_degree) == 1:
         return first_degree[0]
-    in_all_others = set.intersection(*unrolled[1:])
+    in_all_others = unrolled[1].intersection(*unrolled[2:])
     result = first_degree[0] & in_all_others
     remaining: set[str] = set()
     for holder in first_degree[0] - in_all_others:
