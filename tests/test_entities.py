@@ -452,3 +452,69 @@ def test_constrained_delegation_and_sql_admins_at_the_ends_of_their_chains(
     )
     user_counts = env.get(f"/api/v2/users/{s}").json()["data"]
     assert (user_counts["sqlAdmin"], user_counts["constrainedDelegation"]) == (1, 0)
+
+
+def test_a_domains_foreign_users_groups_admins_and_gpo_controllers(
+    env: Env, tmp_path: Path
+) -> None:
+    """Principals of another domain, as the reference lists them: members at any depth of
+    the domain's groups (users, groups), administrators of its computers directly or
+    through a group (the group and its members), holders of an ACE on its GPOs. Domain A's
+    group GA2 holds GA1, which holds A's user UA, B's user UB and B's group GB (holding B's
+    UB2); GB and UA administer A's computer; UB holds GenericAll on A's GPO."""
+    from tests.test_ad_relationships import document, write_documents
+
+    a, b = "S-1-5-21-1-1-1", "S-1-5-21-2-2-2"
+    ua, ub, ub2 = f"{a}-1101", f"{b}-1101", f"{b}-1102"
+    ga1, ga2, gb, computer, gpo = f"{a}-1001", f"{a}-1002", f"{b}-1201", f"{a}-2001", "GPO-A1"
+
+    def ref(oid: str, kind: str) -> dict[str, str]:
+        return {"ObjectIdentifier": oid, "ObjectType": kind}
+
+    def node(oid: str, sid: str, name: str, **blocks: Any) -> dict[str, Any]:
+        return {"ObjectIdentifier": oid, "Properties": {"name": name, "domainsid": sid}, **blocks}
+
+    administrators = {"ObjectIdentifier": f"{computer}-544", "Collected": True,
+                      "Results": [ref(gb, "Group"), ref(ua, "User")]}  # fmt: skip
+    ace = {"PrincipalSID": ub, "PrincipalType": "User", "RightName": "GenericAll",
+           "IsInherited": False}  # fmt: skip
+    folder = write_documents(
+        tmp_path / "two-domains",
+        {
+            "domains": document("domains", [node(a, a, "A.LOCAL"), node(b, b, "B.LOCAL")]),
+            "users": document(
+                "users",
+                [
+                    node(ua, a, "UA@A.LOCAL"),
+                    node(ub, b, "UB@B.LOCAL"),
+                    node(ub2, b, "UB2@B.LOCAL"),
+                ],
+            ),
+            "groups": document(
+                "groups",
+                [
+                    node(
+                        ga1,
+                        a,
+                        "GA1@A.LOCAL",
+                        Members=[ref(ua, "User"), ref(ub, "User"), ref(gb, "Group")],
+                    ),
+                    node(ga2, a, "GA2@A.LOCAL", Members=[ref(ga1, "Group")]),
+                    node(gb, b, "GB@B.LOCAL", Members=[ref(ub2, "User")]),
+                ],
+            ),
+            "computers": document(
+                "computers", [node(computer, a, "HOST.A.LOCAL", LocalGroups=[administrators])]
+            ),
+            "gpos": document("gpos", [node(gpo, a, "POLICY@A.LOCAL", Aces=[ace])]),
+        },
+    )
+    ingest(env, folder)
+    assert listed(env, f"/api/v2/domains/{a}/foreign-users") == {ub, ub2}
+    assert listed(env, f"/api/v2/domains/{a}/foreign-groups") == {gb}
+    assert listed(env, f"/api/v2/domains/{a}/foreign-admins") == {gb, ub2}
+    assert listed(env, f"/api/v2/domains/{a}/foreign-gpo-controllers") == {ub}
+    assert listed(env, f"/api/v2/domains/{b}/foreign-users") == set()
+    counts = env.get(f"/api/v2/domains/{a}").json()["data"]
+    assert [counts[k] for k in ("foreignUsers", "foreignGroups", "foreignAdmins",
+                                "foreignGPOControllers")] == [2, 1, 2, 1]  # fmt: skip

@@ -189,6 +189,19 @@ ENTITY_LISTS: tuple[EntityList, ...] = (
                "The domains this one trusts, at any depth", Walk(TRUSTS, "out", "transitive")),
     EntityList("domains", "linked-gpos", "linkedgpos", "The GPOs linked to the domain",
                Walk(("GPLink",), "in", "direct")),
+    EntityList("domains", "foreign-users", "foreignUsers",
+               "Users of other domains in the domain's groups, at any depth",
+               Walk(("MemberOf",), "in", "foreign", target="Group", result="User")),
+    EntityList("domains", "foreign-groups", "foreignGroups",
+               "Groups of other domains in the domain's groups, at any depth",
+               Walk(("MemberOf",), "in", "foreign", target="Group", result="Group")),
+    EntityList("domains", "foreign-admins", "foreignAdmins",
+               "Principals of other domains who are administrators of the domain's computers, "
+               "directly or through groups",
+               Walk(("AdminTo",), "in", "foreign", target="Computer")),
+    EntityList("domains", "foreign-gpo-controllers", "foreignGPOControllers",
+               "Principals of other domains who hold a right over the domain's GPOs (an ACE), "
+               "directly or through groups", Walk(ACL_KINDS, "in", "foreign", target="GPO")),
     EntityList("domains", "adcs-escalations", "adcs-escalations",
                "Who can escalate to the domain through its certificate services (GoldenCert "
                "and the ESC edges to it)", Walk(ADCS_ESCALATIONS, "in", "direct")),

@@ -33,7 +33,10 @@ NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.la
 #   delegation chains, as the reference lists them);
 # - direct: one hop;
 # - environment: the nodes of the domain whose label is the kind (a domain's users);
-# - tier_zero: the domain's tier zero (store/tier_zero.py), the domain included.
+# - tier_zero: the domain's tier zero (store/tier_zero.py), the domain included;
+# - foreign: from the domain's nodes labelled `target`, the holders of the kinds on them and
+#   their members at any depth, of another domain (their own is known and not the entity's),
+#   labelled `result` if it says (a domain's foreign users, groups, admins, GPO controllers).
 Nesting = Literal[
     "holders",
     "groups",
@@ -43,6 +46,7 @@ Nesting = Literal[
     "direct",
     "environment",
     "tier_zero",
+    "foreign",
 ]
 Direction = Literal["in", "out"]
 
@@ -53,6 +57,8 @@ class Walk:
     direction: Direction  # "in": from the nodes that point at the entity
     nesting: Nesting
     outward: tuple[str, ...] = ()  # kinds a transitive walk also follows the other way
+    target: str = ""  # foreign: the label of the domain's nodes the kinds end at
+    result: str = ""  # foreign: the label of the nodes listed ("" for any)
 
 
 @dataclass
@@ -151,6 +157,20 @@ def walk_sql(walk: Walk, kind_marks: str, outward_marks: str = "") -> str:
     if walk.nesting == "tier_zero":
         return """SELECT t.node_id FROM tier_zero t
             WHERE t.domain_id = (SELECT object_id FROM nodes WHERE id = $1)"""
+    if walk.nesting == "foreign":
+        assert walk.target.isalpha() and (walk.result.isalpha() or not walk.result)
+        listed = f"AND n.label = '{walk.result}'" if walk.result else ""
+        return f"""WITH RECURSIVE domain(sid) AS (SELECT object_id FROM nodes WHERE id = $1),
+            reached(node_id) AS (
+                SELECT e.start_id FROM nodes t, domain d, edges e
+                WHERE t.environment_id = d.sid AND t.label = '{walk.target}'
+                    AND e.end_id = t.id AND e.kind_id IN ({kind_marks})
+              UNION
+                SELECT e.start_id FROM edges e JOIN reached r ON e.end_id = r.node_id
+                WHERE e.kind_id = $2
+            ) SELECT r.node_id FROM reached r, nodes n, domain d
+            WHERE n.id = r.node_id AND n.environment_id IS NOT NULL
+                AND n.environment_id <> d.sid {listed}"""
     if walk.nesting == "direct":  # DISTINCT: a node may hold several of the kinds
         return f"""SELECT DISTINCT e.{far} AS node_id FROM edges e
             WHERE e.{near} = $1 AND e.kind_id IN ({kind_marks})"""
@@ -225,7 +245,7 @@ async def list_reached(
     return total, [wire.NodeListEntry(r[0], r[1], r[2], decode(r[3])) for r in rows]
 
 
-NESTED = ("holders", "groups", "members")  # the walks that also follow MemberOf
+NESTED = ("holders", "groups", "members", "foreign")  # the walks that also follow MemberOf
 
 
 def walk_arguments(start: WalkStart, walk: Walk) -> list[Any] | None:
