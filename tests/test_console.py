@@ -18,6 +18,7 @@ from graphsvc.demo.collectors import Domain, write_sharphound
 from graphsvc.demo.dataset import DOMAIN_SID, DemoResult, github_graph
 from tests.conftest import (
     DEMO_SECRET,
+    FIXTURES,
     OPENAPI,
     Env,
     check_against_openapi,
@@ -270,6 +271,42 @@ def test_search_an_entity_and_open_its_lists(console: Console) -> None:
     assert console.page.url.endswith("/dcom-users")
     console.page.reload()
     console.page.wait_for_selector("table.entity-list[data-list=dcom-users] tbody tr")
+
+
+@pytest.fixture
+def adcs_console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[Console]:
+    """The demo and the reference's ADCS collection, served (ingested before the browser
+    starts: Playwright's loop and the ingest's cannot share the thread)."""
+    env, _ = demo_env
+    ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "all" / "adcs.zip")
+    with console_on(database_url, tmp_path) as tab:
+        yield tab
+
+
+def test_certificate_services_objects_are_entities_linked_to_each_other(
+    adcs_console: Console,
+) -> None:
+    """A certificate template's page lists the CAs it is published to, each a link to the
+    CA's own page, which lists its place in the PKI."""
+    console = adcs_console
+    console.sign_in()
+    console.open(
+        "entity/certtemplates/72F15D5F-C7B4-4FD9-ADCE-302F0D3DC91A",
+        ".list-button[data-list=published-to-cas]",
+    )
+    assert console.page.inner_text("h1.entity-name") == "USER@ESC1.LOCAL"
+    console.page.click(".list-button[data-list=published-to-cas]")
+    console.page.click("table.entity-list a.entity-link >> text=ESC1-ESC1-DC-CA@ESC1.LOCAL")
+    console.page.wait_for_selector(".list-button[data-list=pki-hierarchy]")
+    assert "/entity/enterprisecas/" in console.page.url
+    console.page.click(".list-button[data-list=pki-hierarchy]")
+    console.page.wait_for_selector("table.entity-list[data-list=pki-hierarchy] tbody tr")
+    listed = console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts()
+    # Below the CA its host; above it its chain's root CA, the NTAuth store and the domain.
+    assert {"ESC1-DC.ESC1.LOCAL", "ESC1.LOCAL"} <= set(listed), listed
+    console.shoot("certificate-services")
 
 
 def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:

@@ -13,6 +13,12 @@ const SEGMENTS = {
   OU: "ous",
   GPO: "gpos",
   Container: "containers",
+  CertTemplate: "certtemplates",
+  EnterpriseCA: "enterprisecas",
+  RootCA: "rootcas",
+  AIACA: "aiacas",
+  NTAuthStore: "ntauthstores",
+  IssuancePolicy: "issuancepolicies",
 };
 const LIST_SIZE = 100;
 let listRoutes = null; // segment -> [{path, summary, countField}], read once
