@@ -65,7 +65,7 @@ async def answer(conn: Connection, path: str, query: dict[str, list[str]]) -> An
     count, entries = await entities.list_reached(
         conn, computer, DCOM_USERS.walk, BY_NAME, skip, int(query.get("limit", ["10"])[0])
     )
-    return wire.PagedNodeList(count, skip, limit, entries)
+    return wire.PagedNodeList(count, skip, limit, [entry for _, entry in entries])
 
 
 class InlineSQLite:

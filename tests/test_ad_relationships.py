@@ -165,15 +165,22 @@ def test_sample_domain_controllers_share_their_builtin_groups(env: Env) -> None:
         (f"{phantom}-500", payment01),
         (f"{phantom}-1138", payment01),
     }
-    assert pairs(edges, "CanRDP") == {(f"{phantom}-2155", dc01)}
+    # The one member of BUILTIN\Remote Desktop Users holds no logon right of its own, nor
+    # does the group: the reference's user-rights rule gives no CanRDP.
+    assert pairs(edges, "CanRDP") == set()
+    assert (f"{phantom}-2155", "MemberOfLocalGroup", "PHANTOM.CORP-S-1-5-32-555") in edges
     extdc01 = by_name["EXTDC01.WRAITH.CORP"]
     assert len({m for m, c in pairs(edges, "AdminTo") if c == extdc01}) == 7
-    # GPO-set local administrators carry fromgpo.
-    assert {
-        p.get("fromgpo")
-        for (s, k, e), p in edges.items()
-        if k == "AdminTo" and s == f"{phantom}-513"
-    } == {True}
+    # GPO-set local administrators: a group named by the computer and the RID.
+    gpo_set = {
+        e
+        for s, k, e in edges
+        if k == "MemberOfLocalGroup" and s == f"{phantom}-513" and e.startswith(phantom)
+    }
+    assert len(gpo_set) > 3 and all(group.endswith("-544") for group in gpo_set)
+    assert {(f"{phantom}-513", group.removesuffix("-544")) for group in gpo_set} <= pairs(
+        edges, "AdminTo"
+    )
     assert ("PHANTOM.CORP-S-1-5-32-544", "DCSync", phantom) in edges
     wraith = "S-1-5-21-3702535222-3822678775-2090119576"
     assert pairs(edges, "SyncLAPSPassword") == {
@@ -241,13 +248,17 @@ def test_legacy_v3_and_v4_blocks_give_all_four_kinds(env: Env, tmp_path: Path) -
         kind: pairs(edges, kind) for kind in ("AdminTo", "CanRDP", "ExecuteDCOM", "CanPSRemote")
     }
     c1000, c1001 = f"{SID}-1000", f"{SID}-1001"
+    # Remote Desktop Users give no CanRDP: no user rights were collected (the reference's
+    # rule); each block is a group named by the computer and its RID.
     assert found == {
         "AdminTo": {(f"{SID}-1100", c1000), (f"{SID}-1200", c1001)},
-        "CanRDP": {(f"{SID}-1101", c1000), (f"{SID}-1201", c1001)},  # not 1003 to itself
+        "CanRDP": set(),
         "ExecuteDCOM": {(f"{SID}-1102", c1000), (f"{SID}-1202", c1001)},
         "CanPSRemote": {(f"{SID}-1103", c1000), (f"{SID}-1203", c1001)},
     }
-    assert edges[(f"{SID}-1100", "AdminTo", c1000)] == {}
+    assert (f"{SID}-1101", "MemberOfLocalGroup", f"{c1000}-555") in edges
+    assert (f"{c1000}-555", "LocalToComputer", c1000) in edges
+    assert (f"{SID}-1300", "MemberOfLocalGroup", f"{SID}-1002-544") not in edges
 
 
 def test_gpo_changes_give_all_four_kinds_from_gpo(env: Env, tmp_path: Path) -> None:
@@ -261,14 +272,18 @@ def test_gpo_changes_give_all_four_kinds_from_gpo(env: Env, tmp_path: Path) -> N
     ou = {"ObjectIdentifier": "OU-1", "Properties": {"name": "OU@X"}, "GPOChanges": changes}
     ingest(env, write_documents(tmp_path, {"ous": document("ous", [ou])}))
     edges = stored_edges(env)
-    for rid, kind in (
-        (1100, "AdminTo"),
-        (1101, "CanRDP"),
-        (1102, "ExecuteDCOM"),
-        (1103, "CanPSRemote"),
+    for rid, kind, group in (
+        (1100, "AdminTo", 544),
+        (1101, None, 555),  # no CanRDP: no user rights collected
+        (1102, "ExecuteDCOM", 562),
+        (1103, "CanPSRemote", 580),
     ):
-        assert pairs(edges, kind) == {(f"{SID}-{rid}", f"{SID}-{c}") for c in (1000, 1001)}
-        assert edges[(f"{SID}-{rid}", kind, f"{SID}-1000")] == {"fromgpo": True}
+        for c in (1000, 1001):
+            assert (f"{SID}-{rid}", "MemberOfLocalGroup", f"{SID}-{c}-{group}") in edges
+            assert (f"{SID}-{c}-{group}", "LocalToComputer", f"{SID}-{c}") in edges
+        if kind is not None:
+            assert pairs(edges, kind) == {(f"{SID}-{rid}", f"{SID}-{c}") for c in (1000, 1001)}
+    assert pairs(edges, "CanRDP") == set()
 
 
 def trust(target: str, direction: Any, trust_type: Any, **more: Any) -> dict[str, Any]:
@@ -641,9 +656,10 @@ def test_local_groups_in_any_key_case(env: Env, tmp_path: Path) -> None:
     edges = stored_edges(env)
     assert {(s, k) for s, k, e in edges if e == computer} == {
         (f"{SID}-1200", "AdminTo"),
-        (f"{SID}-1201", "CanRDP"),
         (f"{SID}-1202", "CanPSRemote"),
+        *((f"{computer}-{rid}", "LocalToComputer") for rid in (544, 555, 580)),
     }
+    assert (f"{SID}-1201", "MemberOfLocalGroup", f"{computer}-555") in edges
 
 
 def derived_edges(env: Env) -> set[Triple]:

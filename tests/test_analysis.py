@@ -287,7 +287,8 @@ DERIVED_KINDS = {
     "WriteOwner", "EnrollOnBehalfOf", "ADCSESC1", "ADCSESC3", "ADCSESC4", "ADCSESC6a",
     "ADCSESC6b", "ADCSESC9a", "ADCSESC9b", "ADCSESC10a", "ADCSESC10b", "ADCSESC13",
     "ADCSESC16", "CoerceAndRelayNTLMToSMB", "CoerceAndRelayNTLMToLDAP",
-    "CoerceAndRelayNTLMToLDAPS", "CoerceAndRelayNTLMToADCS",
+    "CoerceAndRelayNTLMToLDAPS", "CoerceAndRelayNTLMToADCS", "AdminTo", "CanRDP",
+    "CanPSRemote", "ExecuteDCOM",
 }  # fmt: skip
 
 
@@ -299,7 +300,7 @@ def test_the_adcs_collection_gets_the_references_analysed_edges(env: Env) -> Non
     wanted = {tuple(e) for e in expected["derived"] if e[1] in DERIVED_KINDS}
     assert {k for _, k, _ in wanted} == {
         "DCSync", "EnterpriseCAFor", "GoldenCert", "TrustedForNTAuth", "Owns", "WriteOwner",
-        "EnrollOnBehalfOf", "ADCSESC1",
+        "EnrollOnBehalfOf", "ADCSESC1", "AdminTo",
     }  # fmt: skip
     assert len([e for e in wanted if e[1] == "Owns"]) == 315
     ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "all" / "adcs.zip")

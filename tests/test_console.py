@@ -266,6 +266,17 @@ def test_search_an_entity_and_open_its_lists(console: Console) -> None:
     } <= names
     count = console.page.inner_text(".list-button[data-list=dcom-users] .count")
     assert int(count) == rows.count()
+    # Each says which right it holds and the group it comes through.
+    holds = dict(
+        zip(
+            console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts(),
+            console.page.locator("table.entity-list tbody tr td:nth-child(3)").all_inner_texts(),
+            strict=True,
+        )
+    )
+    assert holds["SVC_BACKUP@CONTOSO.LOCAL"] == "ExecuteDCOM"
+    assert holds["BOB@CONTOSO.LOCAL"].startswith("ExecuteDCOM through "), holds
+    assert "through DCOM OPERATORS@CONTOSO.LOCAL" in holds["BOB@CONTOSO.LOCAL"], holds
     console.shoot("entity")
     # The open list is in the address: a reload (or the link) opens it again.
     assert console.page.url.endswith("/dcom-users")

@@ -518,3 +518,65 @@ def test_a_domains_foreign_users_groups_admins_and_gpo_controllers(
     counts = env.get(f"/api/v2/domains/{a}").json()["data"]
     assert [counts[k] for k in ("foreignUsers", "foreignGroups", "foreignAdmins",
                                 "foreignGPOControllers")] == [2, 1, 2, 1]  # fmt: skip
+
+
+# --- how each listed principal holds its right (`holds`) -------------------------------------
+
+
+def holds_of(env: Env, path: str) -> dict[str, set[tuple[str, str | None]]]:
+    """A list's nodes, each with its holdings as (kind, the object id it comes through)."""
+    body = env.get(f"{path}?limit=10000").json()
+    return {
+        row["objectID"]: {
+            (held["kind"], held["through"]["objectID"] if held["through"] else None)
+            for held in row["holds"]
+        }
+        for row in body["data"]
+    }
+
+
+def test_each_listed_principal_says_which_right_it_holds_and_through_which_group(
+    collection: Collection,
+) -> None:
+    edges = collection.expected.edges
+    groups = groups_of((s, e) for (s, k, e) in edges if k == "MemberOf")
+
+    def holdings(principal: str, kinds: set[str], target: str) -> set[tuple[str, str | None]]:
+        """The edges of `kinds` into `target` from the principal (through None) or from any
+        group it is in at any depth (through that group)."""
+        found: set[tuple[str, str | None]] = set()
+        for via in {principal} | closure(principal, groups):
+            for s, k, e in edges:
+                if s == via and e == target and k in kinds:
+                    found.add((k, None if via == principal else via))
+        return found
+
+    through_groups = 0
+    for computer in collection.collected("Computer"):
+        for kinds, path in (({"AdminTo"}, "admin-users"), (set(ACL_KINDS), "controllers")):
+            listed_holds = holds_of(collection.env, f"/api/v2/computers/{computer}/{path}")
+            for principal, found in listed_holds.items():
+                assert found == holdings(principal, kinds, computer), (computer, principal)
+                through_groups += sum(1 for _, via in found if via)
+    admin_rights = collection.held({"AdminTo"})
+    for principal in collection.collected("User", "Group"):
+        segment = "users" if collection.expected.nodes[principal][0] == "User" else "groups"
+        listed_holds = holds_of(collection.env, f"/api/v2/{segment}/{principal}/admin-rights")
+        assert set(listed_holds) == admin_rights.get(principal, set())
+        for computer, found in listed_holds.items():
+            assert found == holdings(principal, {"AdminTo"}, computer), (principal, computer)
+    assert through_groups > 10, "the collections' admins and controllers come through groups"
+
+
+def test_a_list_of_one_hop_names_the_kinds(env: Env) -> None:
+    """A domain's escalations list each principal with the escalations it holds (no group)."""
+    ingest(env, SAMPLES["sample zip (3 domains, 3 collections)"])
+    domains = env.get("/api/v2/available-domains").json()["data"]
+    found: dict[str, set[tuple[str, str | None]]] = {}
+    for domain in domains:
+        if domain["type"] == "active-directory":
+            found |= holds_of(env, f"/api/v2/domains/{domain['id']}/adcs-escalations")
+    kinds = {kind for held in found.values() for kind, _ in held}
+    assert {"ADCSESC1", "GoldenCert"} <= kinds
+    assert all(via is None for held in found.values() for _, via in held)
+    assert all(held for held in found.values()), "every listed principal holds one"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +79,14 @@ def refs(items: Any) -> list[str]:
     return found
 
 
-LOCAL_GROUP_RIGHTS = {"544": "AdminTo", "555": "CanRDP", "562": "ExecuteDCOM", "580": "CanPSRemote"}
+# The edge a local group's direct members get (Remote Desktop Users: see derive_can_rdp).
+LOCAL_GROUP_RIGHTS = {"544": "AdminTo", "562": "ExecuteDCOM", "580": "CanPSRemote"}
+# The legacy blocks and GPO changes name their group by the computer's id and this RID.
 GROUP_BLOCKS = {
-    "localadmins": "AdminTo",
-    "remotedesktopusers": "CanRDP",
-    "dcomusers": "ExecuteDCOM",
-    "psremoteusers": "CanPSRemote",
+    "localadmins": "544",
+    "remotedesktopusers": "555",
+    "dcomusers": "562",
+    "psremoteusers": "580",
 }
 PRIVILEGES = {
     "SeRemoteInteractiveLogonRight": "RemoteInteractiveLogonRight",
@@ -186,7 +188,6 @@ class Expected:
         self.domains: set[str] = set()
         self.rights: dict[str, dict[str, set[str]]] = {}  # domain -> right -> holders
         self.laps: dict[str, set[str]] = {}  # domain -> computers with LAPS
-        self.builtin: dict[str, tuple[set[str], dict[str, str | None]]] = {}
         self.acl: set[tuple[str, str, str]] = set()  # the edges of ACEs and SPN targets
         self.props: dict[str, dict[str, Any]] = {}  # each record's properties, lower-cased
         for document in documents:
@@ -270,11 +271,9 @@ class Expected:
                 self.edge(oid, "CoerceToTGT", domain_sid.upper(), domain)
                 self.domains.add(domain_sid.upper())
         changes = record.get("gpochanges") or {}
-        for block, right in GROUP_BLOCKS.items():
-            for member in refs(changes.get(block)):
-                for computer in refs(changes.get("affectedcomputers")):
-                    if right != "CanRDP" or member != computer:
-                        self.edge(member, right, computer, domain)
+        for block, rid in GROUP_BLOCKS.items():
+            for computer in refs(changes.get("affectedcomputers")):
+                self.local_group(f"{computer}-{rid}", computer, refs(changes.get(block)), domain)
         for link in record.get("links") or []:
             self.edge(link["guid"].upper(), "GPLink", oid, domain)
         for trust in record.get("trusts") or []:
@@ -310,28 +309,16 @@ class Expected:
         self, oid: str, record: dict[str, Any], props: dict[str, Any], domain: str | None
     ) -> None:
         for group in record.get("localgroups") or []:
-            right = LOCAL_GROUP_RIGHTS.get(group["objectidentifier"].rsplit("-", 1)[1])
-            if not group.get("collected") or right is None:
-                continue
-            if re.fullmatch(r".+-S-1-5-32-\d+", group["objectidentifier"].upper()):
-                pooled, computers = self.builtin.setdefault(
-                    group["objectidentifier"].upper(), (set(), {})
-                )
-                pooled.update(refs(group.get("results")))
-                computers[oid] = domain
-                continue
-            for member in refs(group.get("results")):
-                if right != "CanRDP" or member != oid:
-                    self.edge(member, right, oid, domain)
-        for block, right in GROUP_BLOCKS.items():
+            if group.get("collected"):
+                members = refs(group.get("results"))
+                self.local_group(group["objectidentifier"].upper(), oid, members, domain)
+        for block, rid in GROUP_BLOCKS.items():
             value = record.get(block)
             if isinstance(value, dict) and value.get("collected"):
                 members = refs(value.get("results"))
             else:
                 members = refs(value) if isinstance(value, list) else []
-            for member in members:
-                if right != "CanRDP" or member != oid:
-                    self.edge(member, right, oid, domain)
+            self.local_group(f"{oid}-{rid}", oid, members, domain)
         for granted in record.get("userrights") or []:
             if granted.get("collected") and granted.get("privilege") in PRIVILEGES:
                 for grantee in refs(granted.get("results")):
@@ -341,6 +328,13 @@ class Expected:
                 self.edge(s["computersid"].upper(), "HasSession", s["usersid"].upper(), domain)
         if props.get("haslaps") is True and domain:
             self.laps.setdefault(domain, set()).add(oid)
+
+    def local_group(self, group: str, computer: str, members: list[str], env: str | None) -> None:
+        """A local group with members, kept as the reference keeps it (none without)."""
+        if members:
+            self.edge(group, "LocalToComputer", computer, env)
+        for member in members:
+            self.edge(member, "MemberOfLocalGroup", group, env)
 
     def read_trust(self, oid: str, trust: dict[str, Any]) -> None:
         target = trust["targetdomainsid"].upper()
@@ -377,12 +371,7 @@ class Expected:
 
     def derive(self) -> None:
         """The edges the run derives once every record is read (before deletions)."""
-        for group_id, (group_members, computers) in self.builtin.items():
-            right = LOCAL_GROUP_RIGHTS[group_id.rsplit("-", 1)[1]]
-            for computer, domain in computers.items():
-                for member in group_members:
-                    if right != "CanRDP" or member != computer:
-                        self.edge(member, right, computer, domain)
+        self.derive_local_group_edges()
         members: dict[str, set[str]] = {}
         for start, kind, end in self.edges:
             if kind == "MemberOf":
@@ -402,6 +391,55 @@ class Expected:
 
     def of_label(self, label: str) -> list[str]:
         return sorted(oid for oid, (found, _) in self.nodes.items() if found == label)
+
+    def derive_local_group_edges(self) -> None:
+        """AdminTo, CanPSRemote, ExecuteDCOM from a local group's direct members; CanRDP by
+        the user-rights rule the reference enforces: the Remote Desktop Users group's direct
+        members if it holds RemoteInteractiveLogonRight on the computer, else each holder of
+        that right that is the group or in it at any depth, or else those of the holder's
+        members (at any depth) that are."""
+        members: dict[str, set[str]] = defaultdict(set)  # at any depth, both kinds
+        own: dict[str, set[str]] = defaultdict(set)  # a local group's own members
+        local: dict[str, set[str]] = defaultdict(set)  # computer -> its local groups
+        logon: dict[str, set[str]] = defaultdict(set)  # computer -> the right's holders
+        for start, kind, end in list(self.edges):
+            if kind in ("MemberOf", "MemberOfLocalGroup"):
+                members[end].add(start)
+            if kind == "MemberOfLocalGroup":
+                own[end].add(start)
+            if kind == "LocalToComputer":
+                local[end].add(start)
+            if kind == "RemoteInteractiveLogonRight":
+                logon[end].add(start)
+
+        def below(group: str) -> set[str]:
+            found: set[str] = set()
+            todo = [group]
+            while todo:
+                for member in members.get(todo.pop(), ()):
+                    if member not in found:
+                        found.add(member)
+                        todo.append(member)
+            return found - {group}
+
+        for computer, groups in local.items():
+            env = self.nodes.get(computer, ("", None))[1]
+            for group in groups:
+                right = LOCAL_GROUP_RIGHTS.get(group.rsplit("-", 1)[1])
+                if right is not None:
+                    for member in own[group]:
+                        self.edge(member, right, computer, env)
+            for rdu in (g for g in groups if g.endswith("-555")):
+                holders = logon.get(computer, set())
+                if rdu in holders:
+                    users = set(own[rdu])
+                else:
+                    in_rdu = below(rdu) | {rdu}
+                    users = set()
+                    for holder in holders:
+                        users |= {holder} & in_rdu or below(holder) & in_rdu
+                for user in users - {computer}:
+                    self.edge(user, "CanRDP", computer, env)
 
     def derive_certificate_chain(self) -> None:
         """The reference's ADCS post-processing, as its documentation and tests state it:

@@ -189,6 +189,9 @@ class Settings(BaseSettings):
     max_ingest_documents: int = Field(200_000, ge=1)
     """JSON documents one ingest (an upload job or `graphsvc ingest`) may read, zip entries too."""
 
+    citrix_rdp_support: bool = False
+    """CanRDP on a computer with a "Direct Access Users" local group needs it too (Citrix)."""
+
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of the server process (debug, info, warning, error)."""
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from graphsvc.analysis.certificates import certificate_edges
 from graphsvc.analysis.domains import domain_edges
 from graphsvc.analysis.escalations import escalation_edges
+from graphsvc.analysis.local_groups import local_group_edges
 from graphsvc.analysis.owners import derive_owner_edges
 from graphsvc.analysis.pki import golden_cert_edges, read_public_key_services
 from graphsvc.analysis.relay import relay_edges
@@ -19,11 +20,14 @@ from graphsvc.store import analysis as store
 from graphsvc.store.db import Connection
 
 
-async def analyze(conn: Connection, run_number: int, now: datetime) -> int:
+async def analyze(
+    conn: Connection, run_number: int, now: datetime, citrix_rdp_support: bool = False
+) -> int:
     """Replace every derived relationship, stamped with `run_number` (the run it ends, or
-    the newest); how many there are now."""
+    the newest); how many there are now. `citrix_rdp_support`: the setting of that name."""
     await store.delete_derived_edges(conn)
     edges = [
+        *await local_group_edges(conn, citrix_rdp_support),
         *await replication_edges(conn),
         *await certificate_edges(conn),
         *await domain_edges(conn),

@@ -15,8 +15,15 @@ class Memberships:
     """MemberOf relationships, read from the store one level of nesting at a time and kept:
     only the few groups holding the rights asked about, and their members, are ever read."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        kinds: tuple[str, ...] = ("MemberOf",),
+        group_labels: tuple[str, ...] = ("Group",),
+    ) -> None:
         self.conn = conn
+        self.kinds = kinds  # the memberships followed
+        self.group_labels = group_labels  # the labels of the nodes that have members
         self.direct: dict[str, list[str]] = {}  # group -> direct members, once read
         self.labels: dict[str, str] = {}  # the label of each member read
         self.groups: set[str] = set()  # the members read that are groups
@@ -30,10 +37,10 @@ class Memberships:
             return
         for group in wanted:
             self.direct[group] = []
-        for member, group, label in await store.list_members(self.conn, wanted):
+        for member, group, label in await store.list_members(self.conn, wanted, self.kinds):
             self.direct[group].append(member)
             self.labels[member] = label
-            if label == "Group":
+            if label in self.group_labels:
                 self.groups.add(member)
                 if is_special_group(member):
                     self.special.add(member)

@@ -30,11 +30,12 @@ async def datapipe_status(conn: Connection) -> wire.DatapipeStatusResponse:
     return wire.DatapipeStatusResponse(wire.DatapipeStatus(status, completed, completed, started))
 
 
-async def request_analysis(conn: Connection) -> None:
-    """Analyse the whole graph now (409 while an ingest runs: it analyses at its end)."""
+async def request_analysis(conn: Connection, prepared: bool) -> None:
+    """Analyse the whole graph now (409 while an ingest runs: it analyses at its end);
+    `prepared`: GRAPHSVC_CITRIX_RDP_SUPPORT."""
     refusal = "an ingest is under way: it analyses the graph when it ends"
     async with without_ingest(conn, "analysis", refusal):
         run_number = await store.find_latest_run_number(conn)
-        derived = await analyze(conn, run_number, datetime.now(UTC))
+        derived = await analyze(conn, run_number, datetime.now(UTC), prepared)
         await tier_zero.mark_tier_zero(conn)
     audit("analysis.requested", f"analysed the graph: {derived} derived relationships")

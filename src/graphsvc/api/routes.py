@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+from starlette.requests import Request
 
 from graphsvc import wire
 from graphsvc.accounts import audit_log, roles, saml, sessions, tokens, users
@@ -39,6 +40,7 @@ from graphsvc.api.console import (
     serve_console,
     serve_console_asset,
 )
+from graphsvc.api.context import Context
 from graphsvc.api.login import log_in, log_out, prepare_secret_change
 from graphsvc.api.params import (
     INT32_SCHEMA,
@@ -166,6 +168,11 @@ JOB_ID = PathParameter(
 )
 
 
+async def read_analysis_settings(ctx: Context, request: Request) -> bool:
+    """What `PUT /api/v2/analysis` passes its analysis (as `prepared`): the Citrix setting."""
+    return ctx.settings.citrix_rdp_support
+
+
 def object_id_of(label: str) -> PathParameter:
     return PathParameter(
         "object_id",
@@ -204,7 +211,7 @@ def build_entity_operations() -> tuple[Operation, ...]:
             + "".join(word.title() for word in entry.path.split("-")),
             entry.summary,
             build_list_reader(entry),
-            wire.PagedNodeList,
+            wire.PagedRelatedNodeList,
             ERRORS,
             permission=READ_GRAPH,
             parameters=(
@@ -717,6 +724,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (*ERRORS, "409"),
         permission=WRITE_GRAPH,
         writes=True,
+        prepare=read_analysis_settings,
         status=202,
     ),
     Operation(

@@ -74,7 +74,14 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
     try:
         with cyclic_collector_paused():
             result = run_command_transaction(
-                settings, lambda conn: ingest_files(conn, paths, progress, limits=limits)
+                settings,
+                lambda conn: ingest_files(
+                    conn,
+                    paths,
+                    progress,
+                    limits=limits,
+                    citrix_rdp_support=settings.citrix_rdp_support,
+                ),
             )
     finally:
         progress.close()

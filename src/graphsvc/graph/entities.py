@@ -313,24 +313,25 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
     return get_entity
 
 
-async def list_page(
-    conn: Connection, start: entities.WalkStart, walk: Walk, sort: Sequence[SortKey], page: Page
-) -> wire.PagedNodeList:
-    total, rows = await entities.list_reached(conn, start, walk, sort, page.skip, page.limit)
-    return wire.PagedNodeList(total, page.skip, page.limit, rows)
-
-
-def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedNodeList]]:
+def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedRelatedNodeList]]:
     """The service function of one list route."""
     label = ENTITY_KINDS[entry.segment]
 
     async def list_related(
         conn: Connection, object_id: str, sort: Sequence[SortKey], page: Page
-    ) -> wire.PagedNodeList:
+    ) -> wire.PagedRelatedNodeList:
         start = await entities.find_walk_start(conn, object_id, label, entry.walk)
         if start is None:
             raise entity_not_found(entry.segment, object_id)
-        return await list_page(conn, start, entry.walk, sort, page)
+        total, rows = await entities.list_reached(
+            conn, start, entry.walk, sort, page.skip, page.limit
+        )
+        held = await entities.holdings(conn, start, entry.walk, [node_id for node_id, _ in rows])
+        related = [
+            wire.RelatedNode(row.objectID, row.name, row.label, row.kinds, held.get(node_id, []))
+            for node_id, row in rows
+        ]
+        return wire.PagedRelatedNodeList(total, page.skip, page.limit, related)
 
     list_related.__name__ = f"list_{entry.segment}_{entry.path.replace('-', '_')}"
     return list_related
@@ -350,4 +351,7 @@ async def list_dcom_rights(
             f"or `graphsvc find NAME --kind Computer`",
             "object_id",
         )
-    return await list_page(conn, start, DCOM_USERS.walk, sort, page)
+    total, rows = await entities.list_reached(
+        conn, start, DCOM_USERS.walk, sort, page.skip, page.limit
+    )
+    return wire.PagedNodeList(total, page.skip, page.limit, [row for _, row in rows])

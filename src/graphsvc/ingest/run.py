@@ -158,13 +158,14 @@ async def ingest_files(
     now: datetime | None = None,
     names: Mapping[Path, str] | None = None,
     limits: IngestLimits = NO_LIMITS,
+    citrix_rdp_support: bool = False,
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
     run's time and its documents' collection time (when loading history); without it, a
     document's collection time is the one it states (Source.collection_time), else the
     run's. A file is named by its name in `names`, if there (an upload job's files, written
     under other names), else by its path. Input past `limits` is refused before anything is
-    written."""
+    written. The analysis that ends it takes `citrix_rdp_support` (the setting)."""
     started = time.monotonic()
     given = now
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
@@ -181,7 +182,7 @@ async def ingest_files(
             writer.seen = given or source.collection_time() or now
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
-    await analyze(conn, run_number, now)
+    await analyze(conn, run_number, now, citrix_rdp_support)
     await tier_zero.mark_tier_zero(conn)
     nodes, edges = await graph.count_run(conn, run_number)
     labels = [s.label for s in sources]

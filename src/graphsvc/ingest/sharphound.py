@@ -4,11 +4,11 @@ Keys are matched case-insensitively (producers disagree on case). Every relation
 collector reports becomes an edge under the reference server's kind names: ACEs (kind =
 the right), group membership and primary groups, containment, GPO links, sessions,
 delegation, SID history, SPN targets, trusts, DCs, unconstrained delegation, the ADCS links,
-and the local groups that give AdminTo, CanRDP, ExecuteDCOM and CanPSRemote (from the
-computer's groups, the legacy v3/v4 blocks and GPO changes). A domain controller's built-in
-groups, shared by every DC that reports them, are gathered into `writer.derived` and written
-when the run ends (ingest/derived.py); what is derived from the graph itself (DCSync,
-SyncLAPSPassword) is the analysis's, over the whole graph (graphsvc.analysis).
+and a computer's local groups as the reference keeps them (ADLocalGroup nodes,
+LocalToComputer and MemberOfLocalGroup: from the computer's groups, the legacy v3/v4 blocks
+and GPO changes; a domain controller's are the domain's BUILTIN groups, one node shared by
+its DCs). What is derived from the graph (AdminTo, CanRDP, ExecuteDCOM and CanPSRemote from
+the local groups, DCSync...) is the analysis's, over the whole graph (graphsvc.analysis).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import re
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from graphsvc.ingest.derived import DerivedEdges, is_rdp_to_itself
 from graphsvc.ingest.facts import collected_facts
 from graphsvc.ingest.records import EdgeRecord, IngestError, NodeRecord, lower_keys
 from graphsvc.ingest.writer import GraphWriter
@@ -70,22 +69,27 @@ V3_RIGHTS = {
 ACE_KEYS = {"PrincipalSID", "PrincipalType", "RightName", "IsInherited"}  # as SharpHound writes
 ACL_EXPLICIT = {"isacl": True, "isinherited": False}
 ACL_INHERITED = {"isacl": True, "isinherited": True}
-# A local group's RID -> the edge its direct members get to the computer.
+# The local groups whose direct members the analysis gives an edge to the computer, by RID
+# (analysis/local_groups.py); each is a group of facts of its own, named by that edge, and
+# any other local group by its RID.
 LOCAL_GROUP_EDGE_BY_RID = {
     "544": "AdminTo",
     "555": "CanRDP",
     "562": "ExecuteDCOM",
     "580": "CanPSRemote",
 }
-# The same groups as computer blocks (JSON v3/v4) and as GPOChanges lists.
-GROUP_BLOCK_KINDS = {
-    "localadmins": "AdminTo",
-    "remotedesktopusers": "CanRDP",
-    "dcomusers": "ExecuteDCOM",
-    "psremoteusers": "CanPSRemote",
+# The same groups as computer blocks (JSON v3/v4) and as GPOChanges lists, by their RID:
+# the group is then named by the computer's object id and the RID, as the reference names
+# the groups GPOs set.
+GROUP_BLOCK_RIDS = {
+    "localadmins": "544",
+    "remotedesktopusers": "555",
+    "dcomusers": "562",
+    "psremoteusers": "580",
 }
-# A domain's BUILTIN group, as a domain controller reports its local groups.
-BUILTIN_GROUP = re.compile(r".+-S-1-5-32-(\d+)")
+# What SharpHound names a domain controller's BUILTIN groups: they stay named by their id.
+UNNAMED_LOCAL_GROUP = "IGNOREME"
+BUILTIN_GROUP = re.compile(r".+-S-1-5-32-\d+")
 USER_RIGHT_KINDS = {
     "SeRemoteInteractiveLogonRight": "RemoteInteractiveLogonRight",
     "SeBackupPrivilege": "BackupPrivilege",
@@ -203,16 +207,8 @@ def stated_facts(label: str, record: dict[str, Any], methods: int | None) -> lis
     security = registry.get("casecurity") if isinstance(registry, dict) else None
     if label == "EnterpriseCA" and isinstance(security, dict) and security.get("collected"):
         facts.append("casecurity")
-    for group in record.get("localgroups") or []:
-        if isinstance(group, dict) and group.get("collected"):
-            group_id = to_upper_id(group.get("objectidentifier")) or ""
-            kind = LOCAL_GROUP_EDGE_BY_RID.get(group_id.rsplit("-", 1)[-1])
-            if kind is not None:
-                facts.append(f"localgroup:{kind}")
-    for key, kind in GROUP_BLOCK_KINDS.items():
-        block = record.get(key)
-        if (isinstance(block, dict) and block.get("collected")) or isinstance(block, list):
-            facts.append(f"localgroup:{kind}")
+    for group_id, _, _ in collected_local_groups(record.get("objectidentifier"), record):
+        facts.append(local_group_fact(group_id))
     for right in record.get("userrights") or []:
         if isinstance(right, dict) and right.get("collected"):
             granted = USER_RIGHT_KINDS.get(str(right.get("privilege")))
@@ -254,7 +250,11 @@ async def ingest_objects(
             ),
             stated_facts(label, record, methods),
         )
-        await writer.add_edges(object_edges(label, oid, record, properties, env, writer.derived))
+        await writer.add_edges(object_edges(label, oid, record, properties, env))
+        if label == "Computer":
+            for group_id, group_name, _ in collected_local_groups(oid, record):
+                if group_name:
+                    writer.name_stub(group_id, group_name)
         if label == "Domain":
             for target, target_name in list_trust_targets(record):
                 writer.name_stub(target, target_name)
@@ -276,7 +276,6 @@ def object_edges(
     record: dict[str, Any],
     properties: dict[str, Any],
     env: str | None,
-    derived: DerivedEdges,
 ) -> Iterable[EdgeRecord]:
     yield from stamped("aces", oid, read_aces(label, oid, record.get("aces"), env, properties))
     if label == "EnterpriseCA":
@@ -300,7 +299,7 @@ def object_edges(
     yield from stamped("delegation", oid, read_delegation(label, oid, record, env))
     yield from stamped("spntargets", oid, read_spn_targets(label, oid, record, env))
     if label == "Computer":
-        yield from read_local_groups(oid, record, env, derived)
+        yield from read_local_groups(oid, record, env)
         for computer, user in session_pairs(record):
             yield EdgeRecord(computer, user, "HasSession", env, "Computer", "User")
     if label in ("User", "Computer"):
@@ -511,26 +510,25 @@ def read_spn_targets(
             yield EdgeRecord(oid, computer, service, env, label, "Computer", properties)
 
 
-def read_local_groups(
-    oid: str, record: dict[str, Any], env: str | None, derived: DerivedEdges
-) -> Iterable[EdgeRecord]:
-    """AdminTo, CanRDP, ExecuteDCOM and CanPSRemote from the direct members of the computer's
-    local groups (nested members reach it through MemberOf when read), the legacy blocks,
-    and the user rights granted on it. A domain controller's groups are the domain's
-    BUILTIN groups, shared by its DCs: those go to `derived`."""
+def collected_local_groups(
+    oid: Any, record: dict[str, Any]
+) -> Iterator[tuple[str, str | None, list[tuple[str, str]]]]:
+    """(object id, name, direct members) of each local group a computer's record collected:
+    its `LocalGroups` (JSON v5 on), else the legacy v3/v4 blocks, named by the computer's id
+    and the group's RID."""
     for group in record.get("localgroups") or []:
         if not isinstance(group, dict) or not group.get("collected"):
             continue
-        group_id = to_upper_id(group.get("objectidentifier")) or ""
-        kind = LOCAL_GROUP_EDGE_BY_RID.get(group_id.rsplit("-", 1)[-1])
-        if kind is None:
+        group_id = to_upper_id(group.get("objectidentifier"))
+        if group_id is None:
             continue
-        members = principals(group.get("results"))
-        if BUILTIN_GROUP.fullmatch(group_id):
-            derived.record_builtin_group(group_id, kind, oid, env, members)
-            continue
-        yield from local_group_edges(oid, kind, members, env)
-    for key, kind in GROUP_BLOCK_KINDS.items():
+        name = group.get("name")
+        if not isinstance(name, str) or not name or name == UNNAMED_LOCAL_GROUP:
+            name = None
+        yield group_id, name and name.upper(), principals(group.get("results"))
+    if not isinstance(oid, str):
+        return
+    for key, rid in GROUP_BLOCK_RIDS.items():
         block = record.get(key)
         if isinstance(block, dict) and block.get("collected"):
             members = principals(block.get("results"))
@@ -538,7 +536,37 @@ def read_local_groups(
             members = principals(block)
         else:
             continue
-        yield from local_group_edges(oid, kind, members, env)
+        yield f"{oid.upper()}-{rid}", None, members
+
+
+def local_group_fact(group_id: str) -> str:
+    rid = group_id.rsplit("-", 1)[-1]
+    return f"localgroup:{LOCAL_GROUP_EDGE_BY_RID.get(rid, rid)}"
+
+
+def local_group_edges(
+    group_id: str, computer: str, members: list[tuple[str, str]], env: str | None
+) -> Iterator[EdgeRecord]:
+    """A local group with members, as the reference keeps it: LocalToComputer to its
+    computer, each member MemberOfLocalGroup of it (a group without members is left out, as
+    the reference leaves it)."""
+    if not members:
+        return
+    # A DC's BUILTIN groups are the domain's groups (collected as Group); any other is a
+    # node of its own, a stub the computer names.
+    kind = "Group" if BUILTIN_GROUP.fullmatch(group_id) else "ADLocalGroup"
+    yield EdgeRecord(group_id, computer, "LocalToComputer", env, kind, "Computer")
+    for member, member_kind in members:
+        yield EdgeRecord(member, group_id, "MemberOfLocalGroup", env, member_kind, kind)
+
+
+def read_local_groups(oid: str, record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
+    """The computer's local groups, each a group of facts of the computer's (the analysis
+    makes AdminTo, CanRDP, ExecuteDCOM and CanPSRemote of them), and the user rights granted
+    on it."""
+    for group_id, _, members in collected_local_groups(oid, record):
+        fact = local_group_fact(group_id)
+        yield from stamped(fact, oid, local_group_edges(group_id, oid, members, env))
     for right in record.get("userrights") or []:
         if not isinstance(right, dict) or not right.get("collected"):
             continue
@@ -558,39 +586,17 @@ def read_local_groups(
             )
 
 
-def local_group_edges(
-    computer: str, kind: str, members: list[tuple[str, str]], env: str | None
-) -> Iterable[EdgeRecord]:
-    """The edges a computer's local group gives its members, as the fact "localgroup:KIND"
-    of the computer's record."""
-    for member, member_kind in members:
-        if not is_rdp_to_itself(kind, member, computer):
-            yield EdgeRecord(
-                member,
-                computer,
-                kind,
-                env,
-                member_kind,
-                "Computer",
-                fact=f"localgroup:{kind}",
-                owner=computer,
-            )
-
-
 def read_gpo_changes(record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
     """Domains and OUs: the local group members their GPOs set on the computers they apply
-    to."""
+    to, as local groups named by each computer's id and the group's RID."""
     changes = record.get("gpochanges")
     if not isinstance(changes, dict):
         return
     affected = principals(changes.get("affectedcomputers"))
-    for key, kind in GROUP_BLOCK_KINDS.items():
-        for member, member_kind in principals(changes.get(key)):
-            for computer, _ in affected:
-                if not is_rdp_to_itself(kind, member, computer):
-                    yield EdgeRecord(
-                        member, computer, kind, env, member_kind, "Computer", {"fromgpo": True}
-                    )
+    for key, rid in GROUP_BLOCK_RIDS.items():
+        members = principals(changes.get(key))
+        for computer, _ in affected:
+            yield from local_group_edges(f"{computer}-{rid}", computer, members, env)
 
 
 def read_domain_roles(

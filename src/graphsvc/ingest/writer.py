@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from graphsvc.ingest.derived import DerivedEdges
 from graphsvc.ingest.facts import FACT_KEYS
 from graphsvc.ingest.records import (
     EdgeRecord,
@@ -74,7 +73,6 @@ class GraphWriter:
         self.edges: dict[tuple[str, str, str], EdgeRecord] = {}
         self.matched: list[MatchedEdge] = []
         self.deleted: set[str] = set()
-        self.derived = DerivedEdges()
         self.stub_names: dict[str, str] = {}  # names for nodes no file collects (trusted domains)
         self.skipped: Counter[str] = Counter()  # records of kinds not read, by producer and kind
         self.source = ""  # the document being read (run.py sets it)
@@ -202,8 +200,6 @@ class GraphWriter:
             start = await self.resolve(edge.start, edge, "start")
             end = await self.resolve(edge.end, edge, "end")
             await self.edge(EdgeRecord(start, end, edge.kind, None, properties=edge.properties))
-        await self.write_batch()
-        await self.derived.write_edges(self)
         await self.write_batch()
         if self.stated_before:
             await graph.delete_stale_facts(self.conn, self.run_number)

@@ -47,20 +47,38 @@ async def list_rights_on(
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-async def list_members(conn: Connection, groups: Iterable[str]) -> list[tuple[str, str, str]]:
-    """(member, group, the member's label) of every MemberOf relationship into these
-    groups (object ids)."""
+async def list_members(
+    conn: Connection, groups: Iterable[str], kinds: Sequence[str] = ("MemberOf",)
+) -> list[tuple[str, str, str]]:
+    """(member, group, the member's label) of every membership (`kinds`) into these groups
+    (object ids)."""
     # CROSS JOIN keeps SQLite to this order (groups, then their edges by end): joined
     # freely, it read every edge for each call.
     rows = await conn.fetch(
         f"""SELECT s.object_id, e.object_id, s.label FROM nodes e CROSS JOIN edges x
             CROSS JOIN nodes s
         WHERE {in_list(conn.dialect, "e.object_id", "$1")} AND x.end_id = e.id
-            AND x.kind_id = (SELECT id FROM kinds WHERE name = 'MemberOf')
+            AND x.kind_id IN (SELECT id FROM kinds WHERE {in_list(conn.dialect, "name", "$2")})
             AND s.id = x.start_id""",
         list_param(conn.dialect, groups),
+        list_param(conn.dialect, kinds),
     )
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def list_local_groups(conn: Connection) -> list[tuple[str, str, bool, str, str | None]]:
+    """(group, its name, whether it is an ADLocalGroup, computer, the computer's domain) of
+    every LocalToComputer relationship."""
+    rows = await conn.fetch(
+        """SELECT s.object_id, s.name, s.label = 'ADLocalGroup' OR EXISTS (
+                SELECT 1 FROM node_kinds nk JOIN kinds nkk ON nkk.id = nk.kind_id
+                WHERE nk.node_id = s.id AND nkk.name = 'ADLocalGroup'),
+            e.object_id, e.environment_id FROM edges x
+        JOIN nodes s ON s.id = x.start_id JOIN nodes e ON e.id = x.end_id
+        WHERE x.kind_id = (SELECT id FROM kinds WHERE name = 'LocalToComputer')
+        ORDER BY e.object_id, s.object_id"""
+    )
+    return [(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
 
 
 async def list_laps_computers(conn: Connection, domain: str) -> list[str]:

@@ -228,8 +228,9 @@ async def list_reached(
     sort: Sequence[SortKey],
     skip: int,
     limit: int,
-) -> tuple[int, list[wire.NodeListEntry]]:
-    """One page of the nodes the walk reaches from the start, and their number."""
+) -> tuple[int, list[tuple[int, wire.NodeListEntry]]]:
+    """One page of the nodes the walk reaches from the start (each with its node id), and
+    their number."""
     args = walk_arguments(start, walk)
     if args is None:
         return 0, []  # no ingest has produced the walk's kinds yet
@@ -237,12 +238,77 @@ async def list_reached(
     hop_end = len(args) + 1 - (len(walk.outward) if walk.outward else 0)
     marks = ", ".join(f"${i}" for i in range(kinds_from, hop_end))
     outward_marks = ", ".join(f"${i}" for i in range(hop_end, len(args) + 1))
-    sql = f"""SELECT n.object_id, n.name, n.label, n.kinds, count(*) OVER ()
+    sql = f"""SELECT n.object_id, n.name, n.label, n.kinds, n.id, count(*) OVER ()
         FROM ({walk_sql(walk, marks, outward_marks)}) AS w JOIN nodes n ON n.id = w.node_id
         ORDER BY {order_clause(sort, NODE_SORT_COLUMNS, "n.id")}"""
     total, rows = await fetch_page(conn, sql, args, skip, limit)
     decode = msgspec.json.Decoder(list[str]).decode
-    return total, [wire.NodeListEntry(r[0], r[1], r[2], decode(r[3])) for r in rows]
+    return total, [(r[4], wire.NodeListEntry(r[0], r[1], r[2], decode(r[3]))) for r in rows]
+
+
+# The walks whose nodes are in the list by a relationship of theirs with the entity (or the
+# entity's with them), directly or through a group: `holdings` says which.
+HOLDING_WALKS = ("holders", "groups", "direct")
+
+
+async def holdings(
+    conn: Connection, start: WalkStart, walk: Walk, node_ids: Sequence[int]
+) -> dict[int, list[wire.Holding]]:
+    """How each of `node_ids` (a page of the walk's list) is in the list: the kinds of the
+    relationships between it and the entity, each with the group it comes through (None when
+    the node, or for a `groups` walk the entity, holds it itself). One query for the page,
+    walking up from its nodes' groups (a holders walk) or from the entity's (a groups walk);
+    a page's nodes are few where the whole list may be a domain's users."""
+    hop = [start.kind_ids[name] for name in walk.kinds if name in start.kind_ids]
+    if walk.nesting not in HOLDING_WALKS or not hop or not node_ids:
+        return {}
+    near, far = ("end_id", "start_id") if walk.direction == "in" else ("start_id", "end_id")
+    page = in_list(conn.dialect, "n.id", "$2", "bigint")
+    kinds = in_list(conn.dialect, "e.kind_id", "$3", "bigint")
+    args = [start.node_id, list_param(conn.dialect, node_ids), list_param(conn.dialect, hop)]
+    if walk.nesting in NESTED:
+        args.append(start.kind_ids.get("MemberOf", 0))
+    if walk.nesting == "holders":
+        # Each page node and the groups it is in at any depth; the edges those hold.
+        sql = f"""WITH RECURSIVE up(node_id, via_id) AS (
+                SELECT n.id, n.id FROM nodes n WHERE {page}
+              UNION
+                SELECT up.node_id, e.end_id FROM edges e JOIN up ON e.start_id = up.via_id
+                WHERE e.kind_id = $4
+            ) SELECT DISTINCT up.node_id, k.name, up.via_id FROM up
+            JOIN edges e ON e.{far} = up.via_id AND e.{near} = $1
+            JOIN kinds k ON k.id = e.kind_id WHERE {kinds}"""
+    elif walk.nesting == "groups":
+        # The entity and its groups at any depth; the edges those hold on the page's nodes.
+        sql = f"""WITH RECURSIVE circle(via_id) AS (
+                SELECT CAST($1 AS BIGINT)
+              UNION
+                SELECT e.end_id FROM edges e JOIN circle c ON e.start_id = c.via_id
+                WHERE e.kind_id = $4
+            ) SELECT DISTINCT n.id, k.name, c.via_id FROM circle c
+            JOIN edges e ON e.{near} = c.via_id JOIN nodes n ON n.id = e.{far}
+            JOIN kinds k ON k.id = e.kind_id WHERE {page} AND {kinds}"""
+    else:
+        sql = f"""SELECT DISTINCT n.id, k.name, CAST($1 AS BIGINT) FROM edges e
+            JOIN nodes n ON n.id = e.{far} JOIN kinds k ON k.id = e.kind_id
+            WHERE e.{near} = $1 AND {page} AND {kinds}"""
+    rows = await conn.fetch(sql, *args)
+    # The groups they come through, named: not the node itself, nor the entity.
+    via_ids = sorted({r[2] for r in rows if r[2] not in (r[0], start.node_id)})
+    groups: dict[int, wire.NodeListEntry] = {}
+    if via_ids:
+        decode = msgspec.json.Decoder(list[str]).decode
+        named = await conn.fetch(
+            f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds FROM nodes n
+            WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")}""",
+            list_param(conn.dialect, via_ids),
+        )
+        groups = {r[0]: wire.NodeListEntry(r[1], r[2], r[3], decode(r[4])) for r in named}
+    found: dict[int, list[wire.Holding]] = {}
+    for node_id, kind, via_id in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        through = None if via_id in (node_id, start.node_id) else groups[via_id]
+        found.setdefault(node_id, []).append(wire.Holding(kind, through))
+    return found
 
 
 NESTED = ("holders", "groups", "members", "foreign")  # the walks that also follow MemberOf

@@ -227,7 +227,13 @@ class JobIngester:
         id."""
         limits = IngestLimits(self.settings.max_zip_entries, self.settings.max_ingest_documents)
         async with db.transaction() as conn:
-            result = await ingest_files(conn, list(names), names=names, limits=limits)
+            result = await ingest_files(
+                conn,
+                list(names),
+                names=names,
+                limits=limits,
+                citrix_rdp_support=self.settings.citrix_rdp_support,
+            )
             skipped = sum(result.skipped.values())
             message = (
                 f"ingested {len(result.files)} documents: {result.nodes} nodes, "

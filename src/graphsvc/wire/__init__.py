@@ -110,9 +110,12 @@ from graphsvc.wire.extensions import (
 from graphsvc.wire.nodes import (
     DomainSelector,
     DomainSelectorList,
+    Holding,
     NodeListEntry,
     PagedNodeList,
+    PagedRelatedNodeList,
     PagedSearchResults,
+    RelatedNode,
     SearchResult,
 )
 from graphsvc.wire.paths import (
@@ -203,6 +206,7 @@ __all__ = [
     "FirstHop",
     "HealthData",
     "HealthResponse",
+    "Holding",
     "Int32",
     "Int64",
     "Job",
@@ -224,6 +228,7 @@ __all__ = [
     "PagedDomainStats",
     "PagedFileUploadJobs",
     "PagedNodeList",
+    "PagedRelatedNodeList",
     "PagedSearchResults",
     "PagedTenantStats",
     "PathEdge",
@@ -235,6 +240,7 @@ __all__ = [
     "PermissionListResponse",
     "ReadyData",
     "ReadyResponse",
+    "RelatedNode",
     "Requester",
     "Role",
     "RoleList",

@@ -19,6 +19,28 @@ class PagedNodeList(Paged[NodeListEntry]):
     pass
 
 
+class Holding(msgspec.Struct):
+    """A relationship by which a listed node is in the list: its kind, and the group it
+    comes through (null: the node itself holds it, or the entity itself for a list of what
+    the entity holds)."""
+
+    kind: str
+    through: NodeListEntry | None
+
+
+class RelatedNode(NodeListEntry):
+    """A node of an entity's list, with how it is in it: `holds` lists the rights a principal
+    holds on the entity (or the entity on it) and the groups they come through, for the
+    lists of rights and of one hop; it is empty for memberships, chains and a domain's
+    objects."""
+
+    holds: list[Holding]
+
+
+class PagedRelatedNodeList(Paged[RelatedNode]):
+    pass
+
+
 class SearchResult(msgspec.Struct):
     objectid: str
     type: str

@@ -91,6 +91,17 @@ function propertyValue(value, name) {
   return String(value);
 }
 
+// Which rights a listed node holds, and the group each comes through.
+function holdsCell(row) {
+  return el(
+    "ul",
+    { class: "holds" },
+    (row.holds || []).map((held) =>
+      el("li", {}, el("span", { class: "edge-kind" }, held.kind), ...(held.through ? [" through ", entityLink(held.through.objectID, held.through.kinds, held.through.name || held.through.objectID)] : [])),
+    ),
+  );
+}
+
 async function showList(box, segment, objectId, list) {
   clear(box).append(el("p", { class: "muted" }, "Loading…"));
   try {
@@ -102,6 +113,7 @@ async function showList(box, segment, objectId, list) {
         [
           ["Name", (row) => entityLink(row.objectID, row.kinds, row.name || row.objectID)],
           ["Kind", (row) => row.label],
+          ...(answer.data.some((row) => row.holds?.length) ? [["Holds", holdsCell]] : []),
           ["Object id", (row) => row.objectID],
         ],
         answer.data,
