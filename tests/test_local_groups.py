@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from graphsvc.ingest.run import ingest_files
 from tests.conftest import FIXTURES, Env
-from tests.test_ad_relationships import derived_edges, stored_edges
+from tests.test_ad_relationships import derived_edges, put_analysis, stored_edges
 from tests.test_escalations import HARNESSES
 
 LOCAL_GROUPS = HARNESSES / "localgroups"
@@ -124,3 +125,21 @@ def test_a_member_servers_local_groups_are_nodes_of_their_own(env: Env) -> None:
         ("S-1-5-21-3130019616-2776909439-2417379446-1105", "CanPSRemote"),
         ("TESTLAB.LOCAL-S-1-1-0", "ExecuteDCOM"),
     }
+
+
+def test_the_setting_reaches_an_analysis_asked_for(
+    make_env: Callable[..., Env], tmp_path: Path
+) -> None:
+    """GRAPHSVC_CITRIX_RDP_SUPPORT as a server reads it: `PUT /api/v2/analysis` analyses
+    the Citrix harness again with it, and CanRDP becomes the Citrix rule's."""
+    env = make_env(citrix_rdp_support=True)
+    env.create_admin()
+    harness = json.loads((LOCAL_GROUPS / "RDPHarnessWithCitrix.json").read_text())
+    (tmp_path / "graph.json").write_text(json.dumps(opengraph(harness, False)))
+    env.run_in_transaction(lambda conn: ingest_files(conn, [tmp_path / "graph.json"]))
+    plain = json.loads((LOCAL_GROUPS / "RDPHarness.json").read_text())["variants"][0]
+    found = {s for s, k, _ in derived_edges(env) if k == "CanRDP"}
+    assert found == {oid.upper() for oid in plain["can_rdp"]}
+    assert put_analysis(env).status_code == 202
+    found = {s for s, k, _ in derived_edges(env) if k == "CanRDP"}
+    assert found == {oid.upper() for oid in harness["variants"][0]["can_rdp"]}
