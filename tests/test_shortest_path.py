@@ -31,8 +31,8 @@ from tests.test_sharphound import SAMPLES, TESTLAB, Expected, analysed_edges, ra
 from tests.test_tier_zero import expected_tier_zero
 
 Edge = tuple[str, str, str]  # start, kind, end (object ids)
-# TESTLAB's trusted domain: its only edges are trusts, which a search does not follow.
-EXTERNAL = "S-1-5-21-3084884204-958224920-2707782874"
+# Print Operators: a group that holds nothing, so no search starting there goes anywhere.
+ISOLATED = "TESTLAB.LOCAL-S-1-5-32-550"
 ADMINS = f"{TESTLAB}-512"
 FOOTHOLD = f"{TESTLAB}-1105"  # DFM, three steps from Domain Admins
 ADMINISTRATOR = f"{TESTLAB}-500"  # a member of Domain Admins
@@ -142,7 +142,7 @@ def test_kind_filters(env: Env) -> None:
     [
         ({"start_node": "S-1-5-21-1-2-3", "end_node": ADMINS}, 404, "start_node", "no node"),
         ({"start_node": f"{TESTLAB}-512", "end_node": "nothing"}, 404, "end_node", "no node"),
-        ({"start_node": EXTERNAL, "end_node": f"{TESTLAB}-512"}, 404, "end_node", "no path"),
+        ({"start_node": ISOLATED, "end_node": f"{TESTLAB}-512"}, 404, "end_node", "no path"),
         ({"start_node": ADMINS, "end_node": ADMINS}, 404, "end_node", "no path"),
         ({"end_node": f"{TESTLAB}-512"}, 400, "start_node", "missing"),
         ({"start_node": f"{TESTLAB}-1105"}, 400, "end_node", "missing"),
@@ -238,7 +238,7 @@ def test_path_command_prints_the_steps_and_the_api_answer(env: Env) -> None:
     ]
     answered = json.loads(env.cli("path", start, ADMINS, "--json").stdout)
     assert answered_edges(answered) == answered_edges(ask(env, start, ADMINS).json())
-    missing = env.cli("path", EXTERNAL, ADMINS)
+    missing = env.cli("path", ISOLATED, ADMINS)
     assert missing.exit_code == 1 and "end_node: no path from" in missing.output
 
 
@@ -466,7 +466,7 @@ def test_a_warm_path_miss_reads_only_the_nodes_and_edges_it_found(
     assert answered_edges(found.json()) == {(ADMINISTRATOR, "MemberOf", ADMINS)}
     assert run_for_paths(statements) == ["read_path_nodes", "read_edge_times"]
     # No path: which nodes the ids name, from the store (the index holds only their hashes).
-    assert ask(env, EXTERNAL, ADMINS).status_code == 404
+    assert ask(env, ISOLATED, ADMINS).status_code == 404
     assert run_for_paths(statements) == ["node_ids"]
     # An id no node has: its hash is not in the index.
     assert ask(env, f"{TESTLAB}-9999", ADMINS).status_code == 404

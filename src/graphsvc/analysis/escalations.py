@@ -353,13 +353,14 @@ class Rules:
         """Users, computers and groups holding control of a victim directly."""
         if not victims:
             return set()
-        labels = {**self.pki.labels, **self.pki.memberships.labels}
+        labels, member_labels = self.pki.labels, self.pki.memberships.labels
         return {
             holder
             for holder, label, _, target in await store.list_rights_into(
                 self.conn, victims, VICTIM_CONTROL
             )
-            if label in ATTACKER_LABELS and (not computers_only or labels.get(target) == "Computer")
+            if label in ATTACKER_LABELS
+            and (not computers_only or member_labels.get(target, labels.get(target)) == "Computer")
         }
 
     async def esc13(self, ca: str) -> dict[str, set[str]]:

@@ -93,10 +93,15 @@ async def smb_edges(
         if label == "Group":
             groups.add(holder)
     edges: list[DerivedEdge] = []
+    # Computers share their administrators (a few groups each): each set is expanded once.
+    relayable_admins: dict[frozenset[str], set[str]] = {}
     for target, sid in sorted(targets.items()):
-        # The reference counts a group's members, not the group itself.
-        accounts = await memberships.expand_to_accounts(admins[target], groups)
-        if (accounts & relayable) - {target}:
+        held = frozenset(admins[target])
+        if held not in relayable_admins:
+            # The reference counts a group's members, not the group itself.
+            accounts = await memberships.expand_to_accounts(set(held), groups)
+            relayable_admins[held] = accounts & relayable
+        if relayable_admins[held] - {target}:
             edges.append((authenticated[sid], target, "CoerceAndRelayNTLMToSMB", sid))
     return edges
 

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
     from graphsvc.graph.path_index import GraphIndex
 
 # The reference's traversable kinds (its PathfindingRelationshipsMatchFrontend, the list its
-# UI's path filter shows; docs/reference-ad.md §8b), the default of a search.
+# UI's path filter shows; docs/reference-ad.md §8b) and the three its documentation adds
+# (CrossForestTrust, WriteAltSecurityIdentities, WritePublicInformation), the default of a
+# search.
 TRAVERSABLE_KINDS = (
     "Owns", "GenericAll", "GenericWrite", "WriteOwner", "WriteDacl", "MemberOf",
     "ForceChangePassword", "AllExtendedRights", "AddMember", "HasSession", "GPLink",
@@ -61,6 +63,7 @@ TRAVERSABLE_KINDS = (
     "OwnsLimitedRights", "ClaimSpecialIdentity", "CoerceAndRelayNTLMToLDAP",
     "CoerceAndRelayNTLMToLDAPS", "HasTrustKeys", "ManageCA", "ManageCertificates", "Contains",
     "DCFor", "SameForestTrust", "SpoofSIDHistory", "AbuseTGTDelegation", "ProtectAdminGroups",
+    "CrossForestTrust", "WriteAltSecurityIdentities", "WritePublicInformation",
     # Azure: the reference's azure.PathfindingRelationships(), which its UI's filter adds.
     "AZAvereContributor", "AZContributor", "AZGetCertificates", "AZGetKeys", "AZGetSecrets",
     "AZHasRole", "AZMemberOf", "AZOwner", "AZRunsAs", "AZVMContributor",
