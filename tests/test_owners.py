@@ -125,10 +125,10 @@ def prior_raw_edges(name: str, case: int) -> list[Edge]:
     return [(owner, "OwnsRaw", name), (writer, "WriteOwnerRaw", name)]
 
 
-def test_prior_collector_versions(env: Env, tmp_path: Path) -> None:
+def prior_graph(domain1_heuristics: str = BLOCKS) -> tuple[list[Node], list[Edge]]:
     nodes: list[Node] = [
         ("Domain1_BlockImplicitOwnerRights", "Domain",
-         {"domainsid": D1, "dsheuristics": BLOCKS}),
+         {"domainsid": D1, "dsheuristics": domain1_heuristics}),
         ("Domain2_DoNotBlockImplicitOwnerRights", "Domain",
          {"domainsid": D2, "dsheuristics": ALLOWS}),
         (f"{D1}-512", "Group", {"domainsid": D1}),
@@ -146,10 +146,29 @@ def test_prior_collector_versions(env: Env, tmp_path: Path) -> None:
     for name, sid, kind, case, props in owned_objects():
         nodes.append((name, "User" if kind == "users" else "Computer", {"domainsid": sid, **props}))
         edges += prior_raw_edges(name, case)
-    derived = load(env, tmp_path / "harness", nodes, edges)
+    return nodes, edges
+
+
+def test_prior_collector_versions(env: Env, tmp_path: Path) -> None:
+    derived = load(env, tmp_path / "harness", *prior_graph())
     # OpenGraph ids are upper-cased.
     assert of_kind(derived, "Owns") == upper(PRIOR_OWNS)
     assert of_kind(derived, "WriteOwner") == upper(PRIOR_WRITE_OWNER)
+
+
+def test_a_domain_that_starts_blocking_owner_rights_loses_the_copies(
+    env: Env, tmp_path: Path
+) -> None:
+    """The analysis keeps the copies it made before and deletes those a domain now blocks
+    (and makes them again when it stops)."""
+    nodes, edges = prior_graph(ALLOWS)
+    every_owns = {(s.upper(), e.upper()) for s, k, e in edges if k == "OwnsRaw"}
+    assert of_kind(load(env, tmp_path / "allows", nodes, edges), "Owns") == every_owns
+    derived = load(env, tmp_path / "blocks", *prior_graph(BLOCKS))
+    assert of_kind(derived, "Owns") == upper(PRIOR_OWNS) != every_owns
+    assert of_kind(derived, "WriteOwner") == upper(PRIOR_WRITE_OWNER)
+    derived = load(env, tmp_path / "allows-again", nodes, edges)
+    assert of_kind(derived, "Owns") == every_owns
 
 
 def upper(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:

@@ -1,8 +1,9 @@
 """The analysis: relationships derived from others over the whole graph, as the reference's
 post-processing derives them after each ingest. Run once at the end of every ingest run (the
-CLI's and an upload job's), in its transaction: the previous analysis's relationships are
-deleted and made again from the graph as the run leaves it, so that a collection uploaded in
-parts combines and readers never see half of an analysis."""
+CLI's and an upload job's), in its transaction: the relationships are derived again from the
+graph as the run leaves it, and the store brought to them (those no longer derived deleted,
+new ones inserted, the others left with the run and time they were first derived at), so
+that a collection uploaded in parts combines and readers never see half of an analysis."""
 
 from __future__ import annotations
 
@@ -19,28 +20,38 @@ from graphsvc.analysis.replication import replication_edges
 from graphsvc.store import analysis as store
 from graphsvc.store.db import Connection
 
+# What the rules that read other derived relationships derive (written second).
+LATER_KINDS = (
+    "GoldenCert", "EnrollOnBehalfOf", "ADCSESC1", "ADCSESC3", "ADCSESC4", "ADCSESC6a",
+    "ADCSESC6b", "ADCSESC9a", "ADCSESC9b", "ADCSESC10a", "ADCSESC10b", "ADCSESC13",
+    "ADCSESC16", "CoerceAndRelayNTLMToSMB", "CoerceAndRelayNTLMToLDAP",
+    "CoerceAndRelayNTLMToLDAPS", "CoerceAndRelayNTLMToADCS",
+)  # fmt: skip
+
 
 async def analyze(
     conn: Connection, run_number: int, now: datetime, citrix_rdp_support: bool = False
 ) -> int:
-    """Replace every derived relationship, stamped with `run_number` (the run it ends, or
-    the newest); how many there are now. `citrix_rdp_support`: the setting of that name."""
-    await store.delete_derived_edges(conn)
+    """Bring every derived relationship up to the graph (new ones stamped with `run_number`,
+    the run it ends, or the newest); how many there are now. `citrix_rdp_support`: the
+    setting of that name."""
+    await derive_owner_edges(conn, run_number, now)
     edges = [
         *await local_group_edges(conn, citrix_rdp_support),
         *await replication_edges(conn),
         *await certificate_edges(conn),
         *await domain_edges(conn),
     ]
-    derived = await store.insert_derived_edges(conn, edges, run_number, now)
-    derived += await derive_owner_edges(conn, run_number, now)
-    # The certificate services' rules follow the chain just written, and the owners.
+    # The certificate services' rules and relay follow the chain, the owners and the local
+    # groups' edges (derived above, read from the store once written).
+    await store.replace_derived_edges(conn, edges, run_number, now, LATER_KINDS)
     pki = await read_public_key_services(conn)
-    escalations = [
+    edges += [
         *golden_cert_edges(pki),
         *await escalation_edges(conn, pki),
         *await relay_edges(conn, pki),
     ]
-    derived += await store.insert_derived_edges(conn, escalations, run_number, now)
+    await store.replace_derived_edges(conn, edges, run_number, now)
+    derived = await store.count_derived_edges(conn)
     await store.record_analysis(conn, now, datetime.now(UTC), derived)
     return derived

@@ -101,7 +101,7 @@ async def escalation_edges(conn: Connection, pki: PublicKeyServices) -> list[Der
     behalf = enroll_on_behalf_of(pki)
     edges: list[DerivedEdge] = list(behalf)
     agents: dict[str, set[str]] = {}  # target template -> the agent templates
-    collected = await store.list_edges_of_kinds(conn, ("EnrollOnBehalfOf",))
+    collected = await store.list_edges_of_kinds(conn, ("EnrollOnBehalfOf",), collected_only=True)
     for start, end in [(s, e) for s, e, _, _ in behalf] + [(s, e) for s, _, e in collected]:
         agents.setdefault(end, set()).add(start)
     rules = Rules(conn, pki, agents)

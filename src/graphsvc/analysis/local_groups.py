@@ -49,10 +49,10 @@ class ComputerGroups:
 async def local_group_edges(conn: Connection, citrix: bool) -> list[DerivedEdge]:
     computers: dict[str, ComputerGroups] = {}
     for group, name, is_local_group, computer, domain in await store.list_local_groups(conn):
-        groups = computers.setdefault(computer, ComputerGroups(domain))
-        for suffix, kind in DIRECT_MEMBER_EDGES.items():
-            if group.endswith(suffix):
-                groups.by_edge[kind].add(group)
+        groups = computers.get(computer) or computers.setdefault(computer, ComputerGroups(domain))
+        kind = DIRECT_MEMBER_EDGES.get(group[group.rfind("-") :])
+        if kind is not None:
+            groups.by_edge[kind].add(group)
         if group.endswith(REMOTE_DESKTOP_USERS):
             groups.remote_desktop.add(group)
         elif is_local_group and name.upper().startswith(DIRECT_ACCESS_USERS):

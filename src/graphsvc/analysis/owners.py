@@ -29,8 +29,8 @@ def blocks_owner_rights(dsheuristics: object) -> bool:
     )
 
 
-async def derive_owner_edges(conn: Connection, run_number: int, now: datetime) -> int:
-    """Write the Owns and WriteOwner relationships; how many."""
+async def derive_owner_edges(conn: Connection, run_number: int, now: datetime) -> None:
+    """Bring the Owns and WriteOwner relationships up to the raw ones."""
     blocking = sorted(
         str(domain.properties.get("domainsid") or domain.object_id).upper()
         for domain in await store.list_nodes_of_kinds(conn, ("Domain",))
@@ -39,11 +39,8 @@ async def derive_owner_edges(conn: Connection, run_number: int, now: datetime) -
     admins: list[str] = []
     if blocking:
         admins = sorted(await admins_at_any_depth(conn))
-    owns = await store.copy_raw_edges(conn, "OwnsRaw", "Owns", run_number, now, blocking, admins)
-    write_owner = await store.copy_raw_edges(
-        conn, "WriteOwnerRaw", "WriteOwner", run_number, now, blocking
-    )
-    return owns + write_owner
+    await store.sync_raw_copies(conn, "OwnsRaw", run_number, now, blocking, admins)
+    await store.sync_raw_copies(conn, "WriteOwnerRaw", run_number, now, blocking)
 
 
 async def admins_at_any_depth(conn: Connection) -> set[str]:

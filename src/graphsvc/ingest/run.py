@@ -182,9 +182,10 @@ async def ingest_files(
             writer.seen = given or source.collection_time() or now
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
-    await analyze(conn, run_number, now, citrix_rdp_support)
+    derived = await analyze(conn, run_number, now, citrix_rdp_support)
     await tier_zero.mark_tier_zero(conn)
-    nodes, edges = await graph.count_run(conn, run_number)
+    nodes, collected = await graph.count_run(conn, run_number)
+    edges = collected + derived  # what the run collected and what its analysis left
     labels = [s.label for s in sources]
     seconds = time.monotonic() - started
     await graph.insert_ingest_run(conn, run_id, run_number, labels, nodes, edges, now, seconds)

@@ -356,10 +356,11 @@ async def next_run_number(conn: Connection) -> int:
 
 
 async def count_run(conn: Connection, run_number: int) -> tuple[int, int]:
-    """Nodes collected and edges produced by one run."""
+    """Nodes and edges one run collected (not the derived ones: an analysis keeps those it
+    finds stored, with the run that first derived them)."""
     row = await conn.fetchrow(
         """SELECT (SELECT count(*) FROM nodes WHERE run_number = $1),
-            (SELECT count(*) FROM edges WHERE run_number = $1)""",
+            (SELECT count(*) FROM edges WHERE run_number = $1 AND NOT derived)""",
         run_number,
     )
     assert row is not None
