@@ -48,14 +48,17 @@ class ComputerGroups:
 
 async def local_group_edges(conn: Connection, citrix: bool) -> list[DerivedEdge]:
     computers: dict[str, ComputerGroups] = {}
-    for group, name, is_local_group, computer, domain in await store.list_local_groups(conn):
-        groups = computers.get(computer) or computers.setdefault(computer, ComputerGroups(domain))
+    found = await store.list_local_groups(conn, DIRECT_ACCESS_USERS)
+    for group, direct_access, computer, domain in found:
+        if computer not in computers:
+            computers[computer] = ComputerGroups(domain)
+        groups = computers[computer]
         kind = DIRECT_MEMBER_EDGES.get(group[group.rfind("-") :])
         if kind is not None:
             groups.by_edge[kind].add(group)
         if group.endswith(REMOTE_DESKTOP_USERS):
             groups.remote_desktop.add(group)
-        elif is_local_group and name.upper().startswith(DIRECT_ACCESS_USERS):
+        elif direct_access:
             groups.direct_access.add(group)
     if not computers:
         return []

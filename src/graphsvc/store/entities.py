@@ -275,7 +275,7 @@ async def holdings(
               UNION
                 SELECT up.node_id, e.end_id FROM edges e JOIN up ON e.start_id = up.via_id
                 WHERE e.kind_id = $4
-            ) SELECT DISTINCT up.node_id, k.name, up.via_id FROM up
+            ) SELECT DISTINCT up.node_id, k.name AS kind, up.via_id FROM up
             JOIN edges e ON e.{far} = up.via_id AND e.{near} = $1
             JOIN kinds k ON k.id = e.kind_id WHERE {kinds}"""
     elif walk.nesting == "groups":
@@ -285,28 +285,30 @@ async def holdings(
               UNION
                 SELECT e.end_id FROM edges e JOIN circle c ON e.start_id = c.via_id
                 WHERE e.kind_id = $4
-            ) SELECT DISTINCT n.id, k.name, c.via_id FROM circle c
+            ) SELECT DISTINCT n.id AS node_id, k.name AS kind, c.via_id FROM circle c
             JOIN edges e ON e.{near} = c.via_id JOIN nodes n ON n.id = e.{far}
             JOIN kinds k ON k.id = e.kind_id WHERE {page} AND {kinds}"""
     else:
-        sql = f"""SELECT DISTINCT n.id, k.name, CAST($1 AS BIGINT) FROM edges e
+        sql = f"""SELECT DISTINCT n.id AS node_id, k.name AS kind, CAST($1 AS BIGINT) AS via_id
+            FROM edges e
             JOIN nodes n ON n.id = e.{far} JOIN kinds k ON k.id = e.kind_id
             WHERE e.{near} = $1 AND {page} AND {kinds}"""
-    rows = await conn.fetch(sql, *args)
-    # The groups they come through, named: not the node itself, nor the entity.
-    via_ids = sorted({r[2] for r in rows if r[2] not in (r[0], start.node_id)})
-    groups: dict[int, wire.NodeListEntry] = {}
-    if via_ids:
-        decode = msgspec.json.Decoder(list[str]).decode
-        named = await conn.fetch(
-            f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds FROM nodes n
-            WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")}""",
-            list_param(conn.dialect, via_ids),
-        )
-        groups = {r[0]: wire.NodeListEntry(r[1], r[2], r[3], decode(r[4])) for r in named}
+    # Each with the node it comes through, named (read for the node itself too: the page's).
+    rows = await conn.fetch(
+        f"""SELECT h.node_id, h.kind, h.via_id, v.object_id, v.name, v.label, v.kinds
+        FROM ({sql}) AS h JOIN nodes v ON v.id = h.via_id""",
+        *args,
+    )
+    decode = msgspec.json.Decoder(list[str]).decode
     found: dict[int, list[wire.Holding]] = {}
-    for node_id, kind, via_id in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-        through = None if via_id in (node_id, start.node_id) else groups[via_id]
+    # In code-point order (a database's collation may order kinds otherwise).
+    for node_id, kind, via_id, object_id, name, label, kinds in sorted(
+        rows, key=lambda r: (r[0], r[1], r[2])
+    ):
+        # Null: the node itself, or the entity, holds it.
+        through = None
+        if via_id not in (node_id, start.node_id):
+            through = wire.NodeListEntry(object_id, name, label, decode(kinds))
         found.setdefault(node_id, []).append(wire.Holding(kind, through))
     return found
 
