@@ -13,6 +13,7 @@ the local groups, DCSync...) is the analysis's, over the whole graph (graphsvc.a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -189,8 +190,14 @@ def collects(methods: int | None, method: str | None) -> bool:
     return methods is None or method is None or bool(methods >> METHOD_BITS[method] & 1)
 
 
-def stated_facts(label: str, record: dict[str, Any], methods: int | None) -> list[str]:
-    """The groups of facts a record states (see FACT_GROUPS)."""
+LocalGroup = tuple[str, str | None, list[tuple[str, str]]]  # collected_local_groups's
+
+
+def stated_facts(
+    label: str, record: dict[str, Any], methods: int | None, local_groups: list[LocalGroup]
+) -> list[str]:
+    """The groups of facts a record states (see FACT_GROUPS); `local_groups`: the
+    collected_local_groups of a computer's record."""
     facts = [
         fact
         for fact, (keys, method) in FACT_GROUPS.items()
@@ -207,7 +214,7 @@ def stated_facts(label: str, record: dict[str, Any], methods: int | None) -> lis
     security = registry.get("casecurity") if isinstance(registry, dict) else None
     if label == "EnterpriseCA" and isinstance(security, dict) and security.get("collected"):
         facts.append("casecurity")
-    for group_id, _, _ in collected_local_groups(record.get("objectidentifier"), record):
+    for group_id, _, _ in local_groups:
         facts.append(local_group_fact(group_id))
     for right in record.get("userrights") or []:
         if isinstance(right, dict) and right.get("collected"):
@@ -239,6 +246,8 @@ async def ingest_objects(
         properties = properties if isinstance(properties, dict) else {}
         env = oid if label == "Domain" else domain_of(record, properties, oid)
         name = properties.get("name")
+        # Read once: the facts stated, the stubs' names and the edges all need them.
+        local_groups = list(collected_local_groups(oid, record)) if label == "Computer" else []
         await writer.node(
             NodeRecord(
                 oid,
@@ -248,13 +257,12 @@ async def ingest_objects(
                 env,
                 replaces_properties=reads_properties and not record.keys() <= STUB_KEYS,
             ),
-            stated_facts(label, record, methods),
+            functools.partial(stated_facts, label, record, methods, local_groups),
         )
-        await writer.add_edges(object_edges(label, oid, record, properties, env))
-        if label == "Computer":
-            for group_id, group_name, _ in collected_local_groups(oid, record):
-                if group_name:
-                    writer.name_stub(group_id, group_name)
+        await writer.add_edges(object_edges(label, oid, record, properties, env, local_groups))
+        for group_id, group_name, _ in local_groups:
+            if group_name:
+                writer.name_stub(group_id, group_name)
         if label == "Domain":
             for target, target_name in list_trust_targets(record):
                 writer.name_stub(target, target_name)
@@ -276,6 +284,7 @@ def object_edges(
     record: dict[str, Any],
     properties: dict[str, Any],
     env: str | None,
+    local_groups: list[LocalGroup],
 ) -> Iterable[EdgeRecord]:
     yield from stamped("aces", oid, read_aces(label, oid, record.get("aces"), env, properties))
     if label == "EnterpriseCA":
@@ -299,7 +308,7 @@ def object_edges(
     yield from stamped("delegation", oid, read_delegation(label, oid, record, env))
     yield from stamped("spntargets", oid, read_spn_targets(label, oid, record, env))
     if label == "Computer":
-        yield from read_local_groups(oid, record, env)
+        yield from read_local_groups(oid, record, env, local_groups)
         for computer, user in session_pairs(record):
             yield EdgeRecord(computer, user, "HasSession", env, "Computer", "User")
     if label in ("User", "Computer"):
@@ -510,9 +519,7 @@ def read_spn_targets(
             yield EdgeRecord(oid, computer, service, env, label, "Computer", properties)
 
 
-def collected_local_groups(
-    oid: Any, record: dict[str, Any]
-) -> Iterator[tuple[str, str | None, list[tuple[str, str]]]]:
+def collected_local_groups(oid: Any, record: dict[str, Any]) -> Iterator[LocalGroup]:
     """(object id, name, direct members) of each local group a computer's record collected:
     its `LocalGroups` (JSON v5 on), else the legacy v3/v4 blocks, named by the computer's id
     and the group's RID."""
@@ -560,11 +567,13 @@ def local_group_edges(
         yield EdgeRecord(member, group_id, "MemberOfLocalGroup", env, member_kind, kind)
 
 
-def read_local_groups(oid: str, record: dict[str, Any], env: str | None) -> Iterable[EdgeRecord]:
-    """The computer's local groups, each a group of facts of the computer's (the analysis
-    makes AdminTo, CanRDP, ExecuteDCOM and CanPSRemote of them), and the user rights granted
-    on it."""
-    for group_id, _, members in collected_local_groups(oid, record):
+def read_local_groups(
+    oid: str, record: dict[str, Any], env: str | None, local_groups: list[LocalGroup]
+) -> Iterable[EdgeRecord]:
+    """The computer's local groups (its collected_local_groups), each a group of facts of
+    the computer's (the analysis makes AdminTo, CanRDP, ExecuteDCOM and CanPSRemote of
+    them), and the user rights granted on it."""
+    for group_id, _, members in local_groups:
         fact = local_group_fact(group_id)
         yield from stamped(fact, oid, local_group_edges(group_id, oid, members, env))
     for right in record.get("userrights") or []:

@@ -49,13 +49,14 @@ class StoredNode:
     properties: dict[str, Any]
     environment_id: str | None
     seen: datetime  # when the newest collection of it was made (its lastseen)
+    run_number: int | None  # the last run that collected it; None: a stub, only referenced
 
 
-NODE_COLUMNS = "id, object_id, name, kinds, properties, environment_id, updated_at"
+NODE_COLUMNS = "id, object_id, name, kinds, properties, environment_id, updated_at, run_number"
 
 
 def stored_node(r: Row) -> StoredNode:
-    return StoredNode(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6])
+    return StoredNode(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7])
 
 
 async def find_nodes(conn: Connection, object_ids: Iterable[str]) -> dict[str, StoredNode]:
@@ -250,12 +251,14 @@ async def insert_stated_facts(
 ) -> None:
     """The groups of facts a run's records stated (node id, fact, when collected) for nodes
     collected before: `delete_stale_facts` reads them."""
-    rows, params = rows_source(
-        conn.dialect,
-        ("bigint", "text", "timestamptz"),
-        [(node_id, fact, time_value(conn.dialect, seen)) for node_id, fact, seen in stated],
-        2,
-    )
+    times: dict[datetime, datetime | str] = {}  # a batch's records share a few times
+    values = []
+    for node_id, fact, seen in stated:
+        when = times.get(seen)
+        if when is None:
+            when = times[seen] = time_value(conn.dialect, seen)
+        values.append((node_id, fact, when))
+    rows, params = rows_source(conn.dialect, ("bigint", "text", "timestamptz"), values, 2)
     await conn.execute(
         f"""INSERT INTO stated_facts (run_number, node_id, fact, seen)
         SELECT $1, c1, c2, c3 FROM {rows} WHERE true
