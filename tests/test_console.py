@@ -374,6 +374,35 @@ def test_run_a_cypher_query_from_the_list_and_typed(console: Console) -> None:
     console.shoot("cypher")
 
 
+def test_save_a_cypher_query_run_it_from_the_list_and_delete_it(console: Console) -> None:
+    console.sign_in()
+    console.page.click("#nav a[data-page=cypher]")
+    console.page.wait_for_selector("#cypher-saved li")
+    assert "None yet" in console.page.inner_text("#cypher-saved")
+    query = "MATCH (g:Group) WHERE g.objectid ENDS WITH '-512' RETURN g.name AS name"
+    console.page.fill("#cypher-query", query)
+    console.page.fill("#cypher-save-name", "Domain admins <b>groups</b>")
+    console.page.click("#cypher-save button[type=submit]")
+    saved = console.page.wait_for_selector("#cypher-saved .choice")
+    assert saved is not None and saved.inner_text() == "Domain admins <b>groups</b>"  # as text
+    # The same name again is refused, and says why.
+    console.page.fill("#cypher-save-name", "Domain admins <b>groups</b>")
+    console.page.click("#cypher-save button[type=submit]")
+    refused = console.page.wait_for_selector("#cypher-save-status .notice.error")
+    assert refused is not None and "already have a saved query" in refused.inner_text()
+    console.page.fill("#cypher-query", "")
+    console.page.click("#cypher-saved .choice")
+    console.page.wait_for_selector("table.cypher-values tbody tr")
+    assert console.page.input_value("#cypher-query") == query
+    rows = console.page.locator("table.cypher-values tbody tr").all_inner_texts()
+    assert rows and all(row.startswith("DOMAIN ADMINS@") for row in rows), rows
+    console.page.click("#cypher-saved .remove")
+    console.page.wait_for_function(
+        "() => document.querySelector('#cypher-saved').innerText.includes('None yet')"
+    )
+    console.shoot("cypher-saved")
+
+
 def test_create_and_revoke_a_token(console: Console) -> None:
     console.sign_in()
     console.open("tokens", "#token-table")

@@ -155,11 +155,20 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     kerberoastable = "ADMINISTRATOR@PHANTOM.CORP\nSVC_KERB_DEL@PHANTOM.CORP\n(2 rows)"
     assert kerberoastable in cypher and "NOPREAUTH@PHANTOM.CORP\n(1 row)" in cypher, cypher
     assert "-[HasSession]-> ADMINISTRATOR@PHANTOM.CORP -[MemberOf]-> DOMAIN ADMINS" in cypher
-    answer = json.loads(cypher.strip().splitlines()[-1])
+    answer = json.loads(next(line for line in cypher.splitlines() if line.startswith('{"data"')))
     assert {v["value"] for v in answer["data"]["literals"]} == {
         "ADMINISTRATOR@PHANTOM.CORP",
         "SVC_KERB_DEL@PHANTOM.CORP",
     }
+    # The README's saved queries: one saved, the legacy file imported but for its query of
+    # two steps, listed, and exported as a zip of one file each.
+    assert "1 Kerberoastable users owned\n" in cypher, cypher
+    assert "['Members of a group, by name', 'Computers without LAPS']\n" in cypher
+    assert "[('Pick a domain, then its computers', 'a query of 2 steps" in cypher
+    listed = "['Computers without LAPS', 'Kerberoastable users', 'Members of a group, by name']"
+    assert f"{listed}\n" in cypher
+    files = "['Computers without LAPS.json', 'Kerberoastable users.json', "
+    assert files + "'Members of a group, by name.json']" in cypher
     job = json.loads(upload_result.splitlines()[-1])
     assert job["status"] == 2 and job["run_id"], job
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]

@@ -292,10 +292,13 @@ def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
             .replace("{token_id}", "00000000-0000-0000-0000-000000000001")
             .replace("{client_id}", "00000000-0000-0000-0000-000000000001")
             .replace("{saml_provider_id}", "1")
+            .replace("{saved_query_id}", "1")
             .replace("{domain_id}", "S-1-5-21-1-2-3")
             .replace("{object_id}", WIN10)
         )
         headers = env.signed_headers(op.method, path, collector)
+        if op.upload:  # a file's content type is checked first (api/writes.receive_upload)
+            headers["Content-Type"] = "application/json"
         response = env.request(op.method, path, headers)
         if response.status_code == 403:
             refused.append(op.operation_id)

@@ -21,6 +21,8 @@ MANAGE_SELF = "auth/ManageSelf"  # one's own account; the reference's for the ro
 MANAGE_PROVIDERS = "auth/ManageProviders"
 READ_CLIENTS = "clients/Read"
 WIPE_DATABASE = "db/Wipe"  # clear-database: administrators only
+READ_SAVED_QUERIES = "saved_queries/Read"
+WRITE_SAVED_QUERIES = "saved_queries/Write"
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,12 @@ PAGE_HEADERS = {
         "schema": {"type": "string"},
     },
 }
+DOWNLOAD_HEADERS = {
+    "Content-Disposition": {
+        "description": "attachment, with the file name to save it under",
+        "schema": {"type": "string"},
+    },
+}
 SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "any": [{"SignedRequest": [], "RequestDate": [], "Signature": []}, {"BearerJWT": []}],
     "session": [{"BearerJWT": []}],
@@ -84,7 +90,15 @@ def json_content(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def document_operation(op: Operation) -> dict[str, Any]:
-    if op.media_type != "application/json":
+    content: dict[str, Any]
+    if op.downloads:
+        content = {t: {"schema": {"type": "string", "format": "binary"}} for t in op.downloads}
+        if op.download_json is not None and "application/json" in content:
+            one = ref(op.download_json)
+            content["application/json"] = {
+                "schema": {"oneOf": [one, {"type": "array", "items": one}]}
+            }
+    elif op.media_type != "application/json":
         content = {op.media_type: {"schema": {"type": "string"}}}
     else:
         content = json_content(ref(op.response) if op.response else {"type": "object"})
@@ -103,6 +117,8 @@ def document_operation(op: Operation) -> dict[str, Any]:
     conditional = op.authentication == "any" and not op.writes
     if conditional:
         responses[str(op.status)]["headers"] = ANSWER_HEADERS
+        if op.downloads:
+            responses[str(op.status)]["headers"] = {**ANSWER_HEADERS, **DOWNLOAD_HEADERS}
         responses["304"] = {
             "description": "Not Modified: `If-None-Match` names the current answer (no body)",
             "headers": ANSWER_HEADERS,
@@ -132,9 +148,7 @@ def document_operation(op: Operation) -> dict[str, Any]:
         binary = {"schema": {"type": "string", "format": "binary"}}
         document["requestBody"] = {
             "required": True,
-            "description": "One collector file: JSON, or a SharpHound zip. An "
-            "`X-File-Upload-Name` header (the reference's web client) or a "
-            "`Content-Disposition: attachment; filename=...` header names it.",
+            "description": op.upload_description,
             "content": dict.fromkeys(ACCEPTED_TYPES, binary),
         }
     document["responses"] = responses
@@ -165,7 +179,7 @@ def error_responses() -> dict[str, dict[str, Any]]:
 def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
     structs: list[type[msgspec.Struct]] = [wire.ErrorBody]
     for op in operations:
-        structs += [s for s in (op.response, op.request_body) if s is not None]
+        structs += [s for s in (op.response, op.request_body, op.download_json) if s is not None]
     _, schemas = msgspec.json.schema_components(dict.fromkeys(structs), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:

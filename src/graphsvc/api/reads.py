@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -51,6 +52,7 @@ from graphsvc.api.web import (
 from graphsvc.errors import ApiError
 from graphsvc.settings import Settings
 from graphsvc.store.db import Connection, Database
+from graphsvc.wire.common import Download
 
 
 @dataclass
@@ -164,6 +166,8 @@ class Reads:
             self.metrics.count_answer_lookup(hit=False)
         decoder = self.decoders.get(op.operation_id)
         made = await self.admission.run(op, conn, request, read.arguments, decoder)
+        if isinstance(made, Download):
+            return download_response(made, op.status, headers, if_none_match)
         answer = None
         if read.version is not None and read.key is not None:
             window = request.window_ending_now
@@ -234,6 +238,21 @@ class Reads:
         self.count_found(read, response)
         self.last_access.note(identity)
         return response
+
+
+def download_response(
+    made: Download, status: int, headers: dict[str, str], if_none_match: str | None
+) -> Response:
+    """A file answer (an export): its bytes, named by an ETag of its content, offered to be
+    saved under its name (RFC 6266: an ASCII `filename`, and the UTF-8 one in `filename*`)."""
+    headers["ETag"] = etag = content_etag(made.body)
+    if matches_none(if_none_match, etag):
+        return Response(304, b"", headers)
+    plain = made.filename.encode("ascii", "replace").decode().replace('"', "_")
+    headers["Content-Disposition"] = (
+        f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(made.filename)}"
+    )
+    return Response(status, made.body, headers, made.media_type.encode())
 
 
 async def receive_nothing() -> dict[str, Any]:

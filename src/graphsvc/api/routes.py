@@ -30,8 +30,10 @@ from graphsvc.accounts.permissions import (
     MANAGE_USERS,
     READ_CLIENTS,
     READ_GRAPH,
+    READ_SAVED_QUERIES,
     WIPE_DATABASE,
     WRITE_GRAPH,
+    WRITE_SAVED_QUERIES,
 )
 from graphsvc.analysis import requests
 from graphsvc.api.console import (
@@ -85,9 +87,11 @@ from graphsvc.graph.entities import (
     build_list_reader,
     list_dcom_rights,
 )
+from graphsvc.saved_queries import service as saved_queries
 from graphsvc.store import accounts as store_accounts
 from graphsvc.store import audit as store_audit
 from graphsvc.store import clients as store_clients
+from graphsvc.store import saved_queries as store_saved_queries
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
 from graphsvc.uploads import jobs
@@ -123,10 +127,19 @@ class Operation:
     # what it returns is passed to the handler as `prepared`.
     prepare: Callable[..., Awaitable[Any]] | None = None
     media_type: str = "application/json"  # of the success answer
+    # A file answer (wire.Download, an export): the media types it may have, sent as they
+    # are with the name to save it under (Content-Disposition).
+    downloads: tuple[str, ...] = ()
+    download_json: type[msgspec.Struct] | None = None  # a JSON download: one of it, or a list
     status: int = 200  # of the success answer
     # The body is a file: streamed to a temporary file as it arrives (a signed request's
     # signature checked on the way), passed as `upload`; the transaction opens after it.
     upload: bool = False
+    upload_description: str = (
+        "One collector file: JSON, or a SharpHound zip. An `X-File-Upload-Name` header (the "
+        "reference's web client) or a `Content-Disposition: attachment; filename=...` header "
+        "names it."
+    )
     # An upload's check of its target, run before its body is read: given the handler's
     # arguments but the upload, and `declared_bytes`, the body's Content-Length (None: not
     # declared); it raises what refuses the request.
@@ -166,6 +179,198 @@ USER_ID = PathParameter("user_id", "user_id", "User id", UUID_SCHEMA, parse_uuid
 JOB_ID = PathParameter(
     "file_upload_job_id", "job_id", "File-upload job id", INT32_SCHEMA, parse_path_int32
 )
+
+
+SAVED_QUERY_ID = PathParameter(
+    "saved_query_id", "query_id", "Saved query id", INT32_SCHEMA, parse_path_int32
+)
+SCOPE_TEXT = (
+    "owned (the caller's), shared (with the caller), public, or all; several comma-separated"
+)
+EXPORT_FORMAT_TEXT = "json or zip (one file a query, the reference's)"
+IMPORT_TEXT = (
+    "Saved queries to import, as JSON or a zip of JSON files: one query ({name, query, "
+    "description}, the reference's export), a list of them (graphsvc's JSON export, or the "
+    "community query library's bundle), or a legacy BloodHound customqueries.json"
+)
+
+
+def build_saved_query_operations() -> tuple[Operation, ...]:
+    """The reference's saved-queries routes."""
+    errors = (*ERRORS, "409")
+    return (
+        Operation(
+            "GET",
+            f"{V2}/saved-queries",
+            "ListSavedQueries",
+            "The saved queries the caller owns, or those shared with it or public (scope)",
+            saved_queries.list_saved_queries,
+            wire.PagedSavedQueries,
+            ERRORS,
+            permission=READ_SAVED_QUERIES,
+            parameters=(
+                TheCaller(),
+                QueryText("scope", "scope", f"{SCOPE_TEXT}; default owned"),
+                Paging(default_limit=10000),
+                Filters(
+                    store_saved_queries.SAVED_QUERY_FILTERS,
+                    others=("skip", "limit", "sort_by", "scope"),
+                ),
+                Sorting(
+                    tuple(store_saved_queries.SAVED_QUERY_SORT_COLUMNS), (SortKey("id", False),)
+                ),
+            ),
+        ),
+        Operation(
+            "POST",
+            f"{V2}/saved-queries",
+            "CreateSavedQuery",
+            "Save a query for the caller (its name unique among the caller's)",
+            saved_queries.create_saved_query,
+            wire.SavedQueryResponse,
+            errors,
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(),),
+            request_body=wire.SavedQueryRequest,
+            max_body_bytes=1024 * 1024,  # a query of up to 100,000 characters
+            writes=True,
+            status=201,
+        ),
+        Operation(
+            "GET",
+            f"{V2}/saved-queries/export",
+            "ExportSavedQueries",
+            "The saved queries in a scope, as a zip of files (one a query) or one JSON list",
+            saved_queries.export_saved_queries,
+            None,
+            ERRORS,
+            permission=READ_SAVED_QUERIES,
+            parameters=(
+                TheCaller(),
+                QueryText("scope", "scope", SCOPE_TEXT, required=True),
+                QueryChoice(
+                    "format", ("zip", "json"), (), f"{EXPORT_FORMAT_TEXT}; default zip", "format"
+                ),
+            ),
+            downloads=("application/zip", "application/json"),
+            download_json=wire.TransferableQuery,
+            cached=False,  # each export is audit-logged as it is made
+        ),
+        Operation(
+            "POST",
+            f"{V2}/saved-queries/import",
+            "ImportSavedQueries",
+            "Import saved queries for the caller: each valid entry kept, each malformed one (or "
+            "one whose name the caller has) refused by name",
+            saved_queries.import_saved_queries,
+            wire.SavedQueryImportResponse,
+            (*ERRORS, "415"),
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(),),
+            writes=True,
+            status=201,
+            upload=True,
+            upload_description=IMPORT_TEXT,
+            max_body_bytes=16 * 1024 * 1024,
+        ),
+        Operation(
+            "GET",
+            f"{V2}/saved-queries/{{saved_query_id}}",
+            "GetSavedQuery",
+            "A saved query the caller owns, or that is shared with it or public",
+            saved_queries.get_saved_query,
+            wire.SavedQueryResponse,
+            ERRORS,
+            permission=READ_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+        ),
+        Operation(
+            "PUT",
+            f"{V2}/saved-queries/{{saved_query_id}}",
+            "UpdateSavedQuery",
+            "Change a saved query's name, query or description (those given, not empty)",
+            saved_queries.update_saved_query,
+            wire.SavedQueryResponse,
+            errors,
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+            request_body=wire.SavedQueryRequest,
+            max_body_bytes=1024 * 1024,
+            writes=True,
+        ),
+        Operation(
+            "DELETE",
+            f"{V2}/saved-queries/{{saved_query_id}}",
+            "DeleteSavedQuery",
+            "Delete a saved query (its owner's, or an administrator's once public)",
+            saved_queries.delete_saved_query,
+            None,
+            ERRORS,
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+            writes=True,
+            status=204,
+        ),
+        Operation(
+            "GET",
+            f"{V2}/saved-queries/{{saved_query_id}}/permissions",
+            "GetSavedQueryPermissions",
+            "Whether a saved query is public, and the users it is shared with",
+            saved_queries.get_permissions,
+            wire.SavedQueryPermissionsResponse,
+            ERRORS,
+            permission=READ_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+        ),
+        Operation(
+            "PUT",
+            f"{V2}/saved-queries/{{saved_query_id}}/permissions",
+            "ShareSavedQuery",
+            "Make a saved query public, private (public false, no user_ids), or share it with "
+            "users",
+            saved_queries.share_saved_query,
+            wire.SavedQueryPermissionsResponse,
+            ERRORS,
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+            request_body=wire.ShareRequest,
+            writes=True,
+        ),
+        Operation(
+            "DELETE",
+            f"{V2}/saved-queries/{{saved_query_id}}/permissions",
+            "UnshareSavedQuery",
+            "Stop sharing a saved query with users (a user it is shared with may remove itself)",
+            saved_queries.unshare_saved_query,
+            None,
+            ERRORS,
+            permission=WRITE_SAVED_QUERIES,
+            parameters=(TheCaller(), SAVED_QUERY_ID),
+            request_body=wire.UnshareRequest,
+            writes=True,
+            status=204,
+        ),
+        Operation(
+            "GET",
+            f"{V2}/saved-queries/{{saved_query_id}}/export",
+            "ExportSavedQuery",
+            "One saved query as a file: JSON (the reference's) or a zip",
+            saved_queries.export_saved_query,
+            None,
+            ERRORS,
+            permission=READ_SAVED_QUERIES,
+            parameters=(
+                TheCaller(),
+                SAVED_QUERY_ID,
+                QueryChoice(
+                    "format", ("json", "zip"), (), f"{EXPORT_FORMAT_TEXT}; default json", "format"
+                ),
+            ),
+            downloads=("application/json", "application/zip"),
+            download_json=wire.TransferableQuery,
+            cached=False,  # each export is audit-logged as it is made
+        ),
+    )
 
 
 async def read_analysis_settings(ctx: Context, request: Request) -> bool:
@@ -932,5 +1137,6 @@ OPERATIONS: tuple[Operation, ...] = (
         writes=True,
         prepare=prepare_secret_change,
     ),
+    *build_saved_query_operations(),
     *build_entity_operations(),
 )

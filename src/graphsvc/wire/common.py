@@ -93,3 +93,12 @@ class ErrorBody(msgspec.Struct):
     timestamp: datetime
     request_id: UUID
     errors: list[ErrorDetail]
+
+
+class Download(msgspec.Struct, frozen=True):
+    """A file answered as it is (an export), not as JSON: its bytes, media type and the file
+    name offered to save it as."""
+
+    body: bytes
+    media_type: str
+    filename: str

@@ -1,7 +1,8 @@
-// Cypher: a query typed, or picked from a list to start from, run on the graph; its nodes
-// and relationships drawn as the paths page draws them and listed, its other values as a
-// table. The query is in the address (#/cypher/<query>), so a link or the back button
-// brings it again.
+// Cypher: a query typed, or picked from a list to start from or from the saved queries the
+// user owns, was given or that are public, run on the graph; its nodes and relationships
+// drawn as the paths page draws them and listed, its other values as a table. The query
+// in the editor can be saved under a name. The query is in the address
+// (#/cypher/<query>), so a link or the back button brings it again.
 
 import { ApiFailure, call } from "./api.js";
 import { el, notice, table } from "./dom.js";
@@ -59,6 +60,53 @@ function literalRows(literals) {
     row[key] = value;
   }
   return { keys, rows };
+}
+
+function runLink(title, query) {
+  const choice = el("button", { type: "button", class: "choice" }, title);
+  choice.addEventListener("click", () => {
+    window.location.hash = `#/cypher/${encodeURIComponent(query)}`;
+  });
+  return choice;
+}
+
+/** The saved queries the user sees, each run with a click; the user's own can be deleted. */
+async function fillSaved(list, status) {
+  let answer;
+  try {
+    answer = await call("GET", "/saved-queries", { query: { scope: "all", sort_by: "name" } });
+  } catch (error) {
+    if (error instanceof ApiFailure && error.status === 403) {
+      list.replaceChildren(el("li", { class: "muted" }, "Your role may not read saved queries."));
+      return;
+    }
+    throw error;
+  }
+  if (!answer.data.length) {
+    list.replaceChildren(el("li", { class: "muted" }, "None yet: run a query, then save it below."));
+    return;
+  }
+  list.replaceChildren(
+    ...answer.data.map((saved) => {
+      const item = el("li", { "data-id": String(saved.id) }, runLink(saved.name, saved.query));
+      if (saved.description) item.title = saved.description;
+      if (saved.scope !== "owned") item.append(el("span", { class: "muted" }, ` (${saved.scope})`));
+      else {
+        const remove = el("button", { type: "button", class: "remove", "aria-label": `Delete ${saved.name}` }, "×");
+        remove.addEventListener("click", async () => {
+          try {
+            await call("DELETE", `/saved-queries/${saved.id}`);
+            status.replaceChildren(notice(`Deleted “${saved.name}”.`, "note"));
+          } catch (error) {
+            status.replaceChildren(notice(error.message, "error"));
+          }
+          await fillSaved(list, status);
+        });
+        item.append(remove);
+      }
+      return item;
+    }),
+  );
 }
 
 function shown(value) {
@@ -138,21 +186,43 @@ export async function showCypher(page, rest, current) {
   const starters = el(
     "ul",
     { class: "starters", id: "cypher-starters" },
-    STARTERS.map(([title, query]) => {
-      const choice = el("button", { type: "button", class: "choice" }, title);
-      choice.addEventListener("click", () => {
-        window.location.hash = `#/cypher/${encodeURIComponent(query)}`;
-      });
-      return el("li", {}, choice);
-    }),
+    STARTERS.map(([title, query]) => el("li", {}, runLink(title, query))),
   );
+  const saved = el("ul", { class: "starters saved", id: "cypher-saved" });
+  const status = el("div", { id: "cypher-save-status" });
+  const name = el("input", { id: "cypher-save-name", "aria-label": "Name to save the query as", placeholder: "Name", required: "" });
+  const description = el("input", { id: "cypher-save-description", "aria-label": "Description", placeholder: "Description (optional)" });
+  const save = el("form", { class: "save-form", id: "cypher-save" }, name, description, el("button", { type: "submit" }, "Save query"));
+  save.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const query = editor.value.trim();
+    if (!query) {
+      status.replaceChildren(notice("Type a query to save first.", "error"));
+      return;
+    }
+    try {
+      await call("POST", "/saved-queries", { body: { name: name.value.trim(), query, description: description.value.trim() } });
+      status.replaceChildren(notice(`Saved as “${name.value.trim()}”.`, "note"));
+      name.value = "";
+      description.value = "";
+    } catch (error) {
+      if (!(error instanceof ApiFailure)) throw error;
+      status.replaceChildren(notice(error.message, "error"));
+    }
+    await fillSaved(saved, status);
+  });
   const output = el("div", { id: "cypher-output" });
   page.append(
     el("h1", {}, "Cypher"),
     el("p", { class: "muted" }, "Read-only queries on the graph (docs/cypher.md). To start from:"),
     starters,
+    el("h2", {}, "Saved queries"),
+    saved,
     form,
+    save,
+    status,
     output,
   );
+  await fillSaved(saved, status);
   if (asked) await run(output, asked, current);
 }
