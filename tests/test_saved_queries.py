@@ -310,6 +310,44 @@ def test_import_refuses_what_is_not_queries(env: Env) -> None:
     assert listed(env, None) == []
 
 
+def test_import_refuses_hostile_entries_by_name_and_keeps_the_rest(env: Env) -> None:
+    deep_props = {"x": json.loads("[" * 40 + "1" + "]" * 40)}
+    body = (
+        '[{"name": "kept", "query": "RETURN 1"},'
+        ' {"name": "lone \\ud800", "query": "RETURN 1"},'
+        ' {"name": "lone query", "query": "RETURN \'\\udfff\'"},'
+        ' {"queryList": [{"final": true, "query": "RETURN $x", "props": '
+        + json.dumps(deep_props)
+        + '}], "name": "deep props"},'
+        ' {"queryList": [{"final": true, "query": "RETURN $x", "props": {"x": 1e400}}],'
+        ' "name": "infinite"}]'
+    )
+    answer = upload(env, f"{QUERIES}/import", body.encode(), "application/json")
+    assert answer.status_code == 201, answer.text
+    found = answer.json()["data"]
+    assert [q["name"] for q in found["imported"]] == ["kept"]
+    assert [(r["name"], r["reason"]) for r in found["refused"]] == [
+        ("lone \\ud800", "its name holds a lone surrogate (\\ud800...)"),
+        ("lone query", "its query holds a lone surrogate (\\ud800...)"),
+        ("deep props", "its parameter 'x' nests lists more than 32 deep"),
+        ("infinite", "its parameter 'x' is neither text, a number, a boolean nor a list"),
+    ]
+    for content, message in (
+        ("[" * 5000 + "]" * 5000, "no saved query imported: body: not JSON this server reads"),
+        ('{"name": "n", "query": NaN}', "no saved query imported: body: not JSON: NaN is not"),
+    ):
+        refused = upload(env, f"{QUERIES}/import", content.encode(), "application/json")
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["errors"][0]["message"].startswith(message), refused.text
+    many = json.dumps([{"name": f"q{i}", "query": "RETURN 1"} for i in range(10_001)])
+    refused = upload(env, f"{QUERIES}/import", many.encode(), "application/json")
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["message"] == (
+        "the body holds 10001 entries; at most 10000 are imported at once: split it"
+    )
+    assert listed(env, None) == [("kept", "owned")]
+
+
 @pytest.mark.parametrize(
     ("query", "props", "expected"),
     [

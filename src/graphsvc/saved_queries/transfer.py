@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import zipfile
 from collections.abc import Iterator
@@ -35,6 +36,10 @@ NAME_MAX = 500  # characters
 QUERY_MAX = 100_000
 DESCRIPTION_MAX = 10_000
 ZIP_ENTRIES_MAX = 10_000  # files in an imported zip
+# Queries one import takes: 100,000 took 19 s to store on SQLite, holding the store's one
+# write lock meanwhile (every other write waited, then got a 503).
+IMPORT_ENTRIES_MAX = 10_000
+LITERAL_DEPTH_MAX = 32  # lists within lists in a legacy query's props
 ENTRY_BYTES_MAX = 4 * 1024 * 1024  # one file of it, uncompressed
 ZIP_BYTES_MAX = 64 * 1024 * 1024  # all of them, uncompressed
 FORMATS = ("json", "zip")
@@ -95,13 +100,19 @@ def zip_of(queries: list[wire.TransferableQuery]) -> bytes:
 def read_import(body: bytes, is_zip: bool) -> list[Candidate | Refused]:
     """Every entry of an imported body, in order, each read or refused."""
     if not is_zip:
-        return list(read_document(body, "body"))
-    found: list[Candidate | Refused] = []
-    for name, data in zip_entries(body):
-        if isinstance(data, Refused):
-            found.append(data)
-        else:
-            found.extend(read_document(data, name))
+        found = list(read_document(body, "body"))
+    else:
+        found = []
+        for name, data in zip_entries(body):
+            if isinstance(data, Refused):
+                found.append(data)
+            else:
+                found.extend(read_document(data, name))
+    if len(found) > IMPORT_ENTRIES_MAX:
+        raise ImportUnreadable(
+            f"the body holds {len(found)} entries; at most {IMPORT_ENTRIES_MAX} are imported "
+            "at once: split it"
+        )
     return found
 
 
@@ -150,9 +161,12 @@ def zip_entries(body: bytes) -> Iterator[tuple[str, bytes | Refused]]:
 
 def read_document(data: bytes, source: str) -> Iterator[Candidate | Refused]:
     try:
-        document = json.loads(data.decode("utf-8-sig"))
+        document = json.loads(data.decode("utf-8-sig"), parse_constant=refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         yield Refused(source, "", f"not JSON: {exc}")
+        return
+    except RecursionError:
+        yield Refused(source, "", "not JSON this server reads: nested too deeply")
         return
     if isinstance(document, dict) and "queries" in document and "query" not in document:
         entries = document["queries"]
@@ -179,12 +193,16 @@ def read_document(data: bytes, source: str) -> Iterator[Candidate | Refused]:
         )
 
 
+def refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def read_entry(entry: Any, source: str) -> Candidate | Refused:
     """A saved query or a query library entry."""
     if not isinstance(entry, dict):
         return Refused(source, "", "not an object with a name and a query")
     name = entry.get("name")
-    shown = name.strip() if isinstance(name, str) else ""
+    shown = shown_name(name)
     description = entry.get("description")
     if description is None:
         description = ""
@@ -198,7 +216,7 @@ def read_legacy_entry(entry: Any, source: str) -> Candidate | Refused:
     if not isinstance(entry, dict):
         return Refused(source, "", "not an object with a name and a queryList")
     name = entry.get("name")
-    shown = name.strip() if isinstance(name, str) else ""
+    shown = shown_name(name)
     steps = entry.get("queryList")
     if not isinstance(steps, list) or not steps:
         return Refused(source, shown, "`queryList` is not a list of steps")
@@ -224,10 +242,21 @@ def read_legacy_entry(entry: Any, source: str) -> Candidate | Refused:
     return checked(source, name, query, description)
 
 
+def shown_name(name: Any) -> str:
+    """An entry's name as a refusal shows it: a lone surrogate (JSON's `\\ud800` escapes can
+    make one, which no answer can carry) written as its escape."""
+    if not isinstance(name, str):
+        return ""
+    return name.strip().encode("utf-8", "backslashreplace").decode()
+
+
 def checked(source: str, name: Any, query: Any, description: str) -> Candidate | Refused:
-    shown = name.strip() if isinstance(name, str) else ""
+    shown = shown_name(name)
     if not shown:
         return Refused(source, "", "no `name` (text, not empty)")
+    for field, value in (("name", name), ("query", query), ("description", description)):
+        if isinstance(value, str) and not is_unicode_text(value):
+            return Refused(source, shown, f"its {field} holds a lone surrogate (\\ud800...)")
     if len(shown) > NAME_MAX:
         return Refused(source, shown[:80], f"a name of {len(shown)} characters; at most {NAME_MAX}")
     if not isinstance(query, str) or not query.strip():
@@ -237,7 +266,17 @@ def checked(source: str, name: Any, query: Any, description: str) -> Candidate |
     if len(description) > DESCRIPTION_MAX:
         reason = f"a description of {len(description)} characters; at most {DESCRIPTION_MAX}"
         return Refused(source, shown, reason)
-    return Candidate(source, shown, query, description)
+    return Candidate(source, name.strip(), query, description)
+
+
+def is_unicode_text(value: str) -> bool:
+    """Whether the text has no lone surrogate (JSON's `\\ud800` escapes can make one), which
+    no store can keep."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def with_literals(query: str, props: dict[str, Any]) -> str:
@@ -254,13 +293,15 @@ def with_literals(query: str, props: dict[str, Any]) -> str:
     return PARAMETER.sub(literal, query)
 
 
-def cypher_literal(value: Any, key: str) -> str:
+def cypher_literal(value: Any, key: str, depth: int = 0) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
         return repr(value)
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, list) and depth < LITERAL_DEPTH_MAX:
+        return "[" + ", ".join(cypher_literal(v, key, depth + 1) for v in value) + "]"
     if isinstance(value, list):
-        return "[" + ", ".join(cypher_literal(v, key) for v in value) + "]"
+        raise ValueError(f"its parameter {key!r} nests lists more than {LITERAL_DEPTH_MAX} deep")
     raise ValueError(f"its parameter {key!r} is neither text, a number, a boolean nor a list")
