@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from pydantic import ValidationError
 
+from graphsvc.cli import main
 from graphsvc.settings import Settings, describe_settings_error
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -111,3 +113,25 @@ def test_a_key_pasted_with_a_newline_is_taken(monkeypatch: pytest.MonkeyPatch) -
     key = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
     monkeypatch.setenv("GRAPHSVC_TOKEN_ENCRYPTION_KEY", key + "\n")
     assert Settings().resolved_token_encryption_key() == key.encode()
+
+
+def test_a_misspelt_variable_is_refused_with_the_name_it_is_near(tmp_path: Path) -> None:
+    store = {"GRAPHSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite3'}"}
+    cases = [
+        ("GRAPHSVC_DATABSE_URL", "unknown variable GRAPHSVC_DATABSE_URL (did you mean "
+         "GRAPHSVC_DATABASE_URL?)"),
+        ("GRAPHSVC_LOGLEVEL", "unknown variable GRAPHSVC_LOGLEVEL (did you mean "
+         "GRAPHSVC_LOG_LEVEL?)"),
+        ("GRAPHSVC_FROBNICATE", "unknown variable GRAPHSVC_FROBNICATE: graphsvc reads no such"),
+    ]  # fmt: skip
+    for variable, said in cases:
+        refused = CliRunner().invoke(main, ["db", "upgrade"], env={**store, variable: "1"})
+        assert refused.exit_code == 1, refused.output
+        assert f"invalid configuration: {said}" in refused.output
+        assert not (tmp_path / "store.sqlite3").exists()  # nothing done
+    # The command line's client variables, and the test suite's, are graphsvc's own.
+    ours = {"GRAPHSVC_URL": "http://127.0.0.1:1", "GRAPHSVC_USER_SECRET": "s" * 12}
+    taken = CliRunner().invoke(
+        main, ["db", "upgrade"], env={**store, **ours, "GRAPHSVC_TEST_ANYTHING": "1"}
+    )
+    assert taken.exit_code == 0, taken.output

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -327,6 +329,54 @@ def read_or_create_secret(path: Path, fresh: str) -> bytes:
 
 
 SECRET_SETTINGS = {"jwt_secret", "token_encryption_key", "metrics_token"}
+
+
+# GRAPHSVC_* variables that are not settings: the command line's client side (`graphsvc
+# sign`, `upload`, a user's secret), and names the test suite and benchmarks keep for theirs.
+CLIENT_VARIABLES = (
+    "GRAPHSVC_URL",
+    "GRAPHSVC_TOKEN_ID",
+    "GRAPHSVC_TOKEN_KEY",
+    "GRAPHSVC_USER_SECRET",
+)
+RESERVED_PREFIXES = ("GRAPHSVC_TEST_", "GRAPHSVC_BENCH_")
+
+
+def known_variables() -> set[str]:
+    """Every GRAPHSVC_* variable graphsvc reads: each setting's (former names too) and the
+    client side's."""
+    known = set(CLIENT_VARIABLES)
+    for name, field in Settings.model_fields.items():
+        known.add(f"GRAPHSVC_{name.upper()}")
+        for choice in getattr(field.validation_alias, "choices", []):
+            if isinstance(choice, str):
+                known.add(choice)
+    return known
+
+
+def describe_unknown_variables(environ: Mapping[str, str]) -> str | None:
+    """One line naming each GRAPHSVC_* variable set that graphsvc does not read (a misspelt
+    one would otherwise be ignored), with the known name nearest to it; None if none."""
+    known = known_variables()
+    unknown = sorted(
+        name
+        for name in environ
+        if name.startswith("GRAPHSVC_")
+        and name not in known
+        and not name.startswith(RESERVED_PREFIXES)
+    )
+    if not unknown:
+        return None
+    parts = []
+    prefix = len("GRAPHSVC_")  # compared without it: it alone made every name look alike
+    endings = {name[prefix:]: name for name in known}
+    for name in unknown:
+        near = difflib.get_close_matches(name[prefix:], sorted(endings), n=1, cutoff=0.75)
+        parts.append(f"{name} (did you mean {endings[near[0]]}?)" if near else name)
+    return (
+        f"unknown variable {', '.join(parts)}: graphsvc reads no such setting; unset it or "
+        'correct its name (README "Configuration" lists them)'
+    )
 
 
 def describe_settings_error(error: ValidationError) -> str:

@@ -45,8 +45,11 @@ def load_settings() -> Settings:
     from pydantic import ValidationError
 
     from graphsvc.logs import configure_logging
-    from graphsvc.settings import Settings, describe_settings_error
+    from graphsvc.settings import Settings, describe_settings_error, describe_unknown_variables
 
+    unknown = describe_unknown_variables(os.environ)
+    if unknown is not None:
+        fail(f"invalid configuration: {unknown}")
     try:
         settings = Settings()
     except ValidationError as exc:
