@@ -123,6 +123,12 @@ def test_a_rate_limited_client_is_an_audit_event(
     assert 429 in statuses
     limited = [e for e in events(lines) if e["event"] == "rate_limited"]
     assert limited and limited[0]["status"] == 429 and limited[0]["error_code"] == "rate_limited"
+    # One line a refusal: the audit event, with the request line's fields.
+    request_id = limited[0]["request_id"]
+    assert [r["logger"] for r in records(lines) if r.get("request_id") == request_id] == [
+        "graphsvc.audit"
+    ]
+    assert {"method", "path", "duration_ms", "operation", "client"} <= limited[0].keys()
 
 
 def test_account_changes_on_the_command_line_are_audited(env: Env, lines: io.StringIO) -> None:

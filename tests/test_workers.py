@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -98,7 +99,9 @@ def test_several_workers_without_redis_are_refused_while_limits_are_on(
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> None:
-    environment = server_environment(database_url, tmp_path, rate_limit_per_second="0")
+    environment = server_environment(
+        database_url, tmp_path, rate_limit_per_second="0", log_level="info", log_format="json"
+    )
     with served(environment, "--workers", "2") as (base, process):
         first, second = children_of(process.pid)
         os.kill(first, signal.SIGKILL)
@@ -109,5 +112,15 @@ def test_a_worker_that_dies_is_replaced(database_url: str, tmp_path: Path) -> No
 
         now = wait_until(replaced, timeout=20, what="the killed worker to be replaced")
         assert second in now
+        (third,) = set(now) - {second}
         for _ in range(10):
             assert httpx.get(f"{base}/health", timeout=5).status_code == 200
+    # Every line names its process, and a worker's its number, which the replacement takes
+    # over from the worker it replaces.
+    lines = [json.loads(line) for line in process.stderr.read().decode().splitlines()]  # type: ignore[union-attr]
+    exited = next(r for r in lines if str(r["message"]).startswith("worker "))
+    assert exited["pid"] == process.pid and "worker" not in exited
+    number = int(str(exited["message"]).split()[1])
+    assert f"(pid {first}) exited" in str(exited["message"])
+    numbers = {r["pid"]: r.get("worker") for r in lines if r["pid"] != process.pid}
+    assert numbers.get(third) == number and numbers.get(second) == 3 - number, numbers

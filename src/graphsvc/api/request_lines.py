@@ -30,7 +30,8 @@ class RequestLines:
     def log(
         self, scope: Scope, request_id: str, status: int, started: float, error: ApiError | None
     ) -> None:
-        """One line per request; a refused one is an audit event too."""
+        """One line per request; a refused one (401, 403, 429) is instead an audit event,
+        with the same fields: a flood of refusals wrote two lines each."""
         operation = scope.get(OPERATION_KEY, "unknown")
         seconds = time.perf_counter() - started
         self.metrics.observe(operation, status, seconds, None if error is None else error.code)
@@ -55,13 +56,14 @@ class RequestLines:
         if error is not None:
             fields["error_context"], fields["error"] = error.context, error.message
             fields["error_code"] = error.code
-        log_request_line(level, fields)
-        if audited:
-            assert error is not None
-            event, what = AUDITED[status]
-            if isinstance(error, TokenRefused):  # why, which the caller is not told
-                fields.update(error.audit_fields)
-            audit(event, f"{what}: {error.message}", reason=error.message, **fields)
+        if not audited:
+            log_request_line(level, fields)
+            return
+        assert error is not None
+        event, what = AUDITED[status]
+        if isinstance(error, TokenRefused):  # why, which the caller is not told
+            fields.update(error.audit_fields)
+        audit(event, f"{what}: {error.message}", reason=error.message, **fields)
 
 
 def logged_path(path: str) -> str:

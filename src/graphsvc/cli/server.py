@@ -26,6 +26,7 @@ from graphsvc.cli.common import (
     migrate,
     run_command_transaction,
 )
+from graphsvc.logs import name_worker
 from graphsvc.settings import Settings, SettingsFileError
 from graphsvc.signals import STOP_SIGNALS
 from graphsvc.store import db as database
@@ -165,10 +166,10 @@ def supervise_workers(
     mostly to one worker: 40 connections in a row reached the same one); a worker that dies
     is replaced, and SIGTERM or SIGINT stops them all, each finishing its requests under way."""
     reserved = reuse_port_socket(host, port)  # bound, not listening: fails early
-    children: set[int] = set()
+    children: dict[int, int] = {}  # pid -> the worker's number, which its lines carry
     stopping = False
 
-    def start_worker() -> None:
+    def start_worker(number: int) -> None:
         # The child must not run the supervisor's `stop` (a replacement worker stopped while
         # it started kept serving, its supervisor waiting on it): stop signals wait, blocked,
         # until the child has its own handlers.
@@ -179,6 +180,7 @@ def supervise_workers(
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until it serves: see run_worker
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             reserved.close()
+            name_worker(number)
             code = 0
             try:
                 serve_here(reuse_port_socket(host, port))
@@ -189,18 +191,18 @@ def supervise_workers(
                 code = 1
             logging.shutdown()  # os._exit skips atexit: write the lines still waiting
             os._exit(code)
-        children.add(pid)
+        children[pid] = number
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def stop(signum: int, frame: Any) -> None:
         nonlocal stopping
         stopping = True
-        for pid in children:
+        for pid in list(children):  # (the loop below may be changing it)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    for _ in range(count):
-        start_worker()
+    for number in range(1, count + 1):
+        start_worker(number)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     while children:
@@ -208,15 +210,17 @@ def supervise_workers(
             pid, status = os.wait()
         except ChildProcessError:
             break
-        children.discard(pid)
+        number = children.pop(pid, 0)
         if not stopping:
             log.warning(
-                "worker %d exited (status %d); starting another",
+                "worker %d (pid %d) exited (status %d); starting another",
+                number,
                 pid,
                 os.waitstatus_to_exitcode(status),
             )
             time.sleep(1)  # a worker that cannot start must not spin
-            start_worker()
+            if not stopping:  # a stop during the pause: no worker it did not stop
+                start_worker(number)
     reserved.close()
 
 
