@@ -170,14 +170,15 @@ def test_upload_job_filter_refusals(env: Env, query: str, message: str) -> None:
 def test_contains_is_case_insensitive_and_takes_wildcards_literally(env: Env) -> None:
     """`~eq:` (no list of the reference's that graphsvc serves takes it yet besides through
     this function): a substring, any case, with % and _ matched as themselves."""
-    for name in ("Nightly_Build", "nightly-build", "100% done", "other"):
+    for name in ("Nightly_Build", "nightly-build", "100% done", "other", "Ñandú à São"):
         assert send(env, "POST", TOKENS, {"token_name": name}).status_code == 200
     column = {"name": FilterColumn("name", "text", (*EQUALITY, "~eq"), nullable=True)}
 
     def matching(text: str) -> list[str]:
         async def work(conn: Connection) -> list[str]:
             args: list[Any] = []
-            (condition,) = filter_conditions([Filter("name", "~eq", text)], column, args)
+            found = filter_conditions(conn.dialect, [Filter("name", "~eq", text)], column, args)
+            (condition,) = found
             rows = await conn.fetch(
                 f"SELECT name FROM auth_tokens WHERE {condition} ORDER BY name", *args
             )
@@ -188,6 +189,8 @@ def test_contains_is_case_insensitive_and_takes_wildcards_literally(env: Env) ->
     assert matching("NIGHTLY") == ["Nightly_Build", "nightly-build"]
     assert matching("_b") == ["Nightly_Build"]
     assert matching("0%") == ["100% done"]
+    # Past ASCII too: SQLite's own upper() changes only ASCII letters.
+    assert matching("ñandú") == matching("ÑANDÚ À SÃO") == ["Ñandú à São"]
     assert matching("zzz") == []
 
 

@@ -300,7 +300,7 @@ async def list_user_tokens(
     """Live user tokens (not clients'), those the filters let through."""
     args: list[Any] = []
     conditions = ["deleted_at IS NULL", "user_id IS NOT NULL"]
-    conditions += filter_conditions(filters, TOKEN_FILTERS, args)
+    conditions += filter_conditions(conn.dialect, filters, TOKEN_FILTERS, args)
     rows = await conn.fetch(
         f"""SELECT {TOKEN_COLUMNS} FROM auth_tokens WHERE {" AND ".join(conditions)}
         ORDER BY {order_clause(sort, TOKEN_SORT_COLUMNS, "id")}""",
@@ -379,7 +379,10 @@ async def list_users(
 ) -> list[UserRow]:
     """The users the filters let through (not deleted ones), by name unless sorted."""
     args: list[Any] = []
-    conditions = ["u.deleted_at IS NULL", *filter_conditions(filters, USER_FILTERS, args)]
+    conditions = [
+        "u.deleted_at IS NULL",
+        *filter_conditions(conn.dialect, filters, USER_FILTERS, args),
+    ]
     rows = await conn.fetch(
         f"""SELECT {USER_COLUMNS} FROM users u JOIN roles r ON r.id = u.role_id
         WHERE {" AND ".join(conditions)}
@@ -484,7 +487,7 @@ async def list_permissions(
     conn: Connection, filters: Sequence[Filter], sort: Sequence[SortKey]
 ) -> list[PermissionRow]:
     args: list[Any] = []
-    conditions = ["TRUE", *filter_conditions(filters, PERMISSION_FILTERS, args)]
+    conditions = ["TRUE", *filter_conditions(conn.dialect, filters, PERMISSION_FILTERS, args)]
     rows = await conn.fetch(
         f"""SELECT p.id, p.authority, p.name FROM permissions p
         WHERE {" AND ".join(conditions)}
@@ -499,7 +502,7 @@ async def list_roles(
 ) -> list[RoleRow]:
     """The roles the filters let through, each with its permissions."""
     args: list[Any] = []
-    conditions = ["TRUE", *filter_conditions(filters, ROLE_FILTERS, args)]
+    conditions = ["TRUE", *filter_conditions(conn.dialect, filters, ROLE_FILTERS, args)]
     rows = await conn.fetch(
         f"""SELECT r.id, r.name, r.description FROM roles r WHERE {" AND ".join(conditions)}
         ORDER BY {order_clause(sort, ROLE_SORT_COLUMNS, "r.id")}""",

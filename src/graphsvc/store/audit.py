@@ -131,7 +131,7 @@ async def list_audit_events(
 ) -> tuple[int, list[AuditRow]]:
     args: list[Any] = [after, before]
     conditions = ["created_at >= $1", "created_at <= $2"]
-    conditions += filter_conditions(filters, AUDIT_FILTERS, args)
+    conditions += filter_conditions(conn.dialect, filters, AUDIT_FILTERS, args)
     total, rows = await fetch_page(
         conn,
         f"""SELECT {AUDIT_COLUMNS}, count(*) OVER () FROM audit_events

@@ -427,7 +427,10 @@ async def list_client_ids(
     """One page of the live clients' ids the filters let through, by name unless sorted,
     with the total."""
     args: list[Any] = []
-    conditions = ["deleted_at IS NULL", *filter_conditions(filters, CLIENT_FILTERS, args)]
+    conditions = [
+        "deleted_at IS NULL",
+        *filter_conditions(conn.dialect, filters, CLIENT_FILTERS, args),
+    ]
     total, rows = await fetch_page(
         conn,
         f"""SELECT id, count(*) OVER () FROM clients WHERE {" AND ".join(conditions)}

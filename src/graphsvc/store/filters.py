@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from graphsvc.store.db import Dialect
 from graphsvc.store.dialect import like_pattern
 
 Operator = Literal["eq", "neq", "gt", "gte", "lt", "lte", "~eq"]
@@ -38,7 +39,13 @@ class Filter:
     value: Any  # of the column's kind; None for `null`
 
 
+# What upper-cases text as Python does on each store: SQLite's own upper() changes ASCII
+# letters only, so `~eq:ñ` found no "ñ" there (sqlite.py registers unicode_upper).
+UNICODE_UPPER = {"sqlite": "unicode_upper", "postgresql": "upper"}
+
+
 def filter_conditions(
+    dialect: Dialect,
     filters: Sequence[Filter],
     columns: dict[str, FilterColumn],
     args: list[Any],
@@ -52,9 +59,10 @@ def filter_conditions(
             conditions.append(f"{column.sql} IS {'NOT ' if f.operator == 'neq' else ''}NULL")
             continue
         if f.operator == "~eq":
-            # upper() on both sides: the same case-insensitive match on both stores.
+            # Upper-cased on both sides: the same case-insensitive match on both stores.
             args.append("%" + like_pattern(str(f.value).upper()) + "%")
-            conditions.append(f"upper({column.sql}) LIKE ${len(args)} ESCAPE '\\'")
+            upper = UNICODE_UPPER[dialect]
+            conditions.append(f"{upper}({column.sql}) LIKE ${len(args)} ESCAPE '\\'")
         else:
             args.append(f.value)
             conditions.append(f"{column.sql} {COMPARISONS[f.operator]} ${len(args)}")

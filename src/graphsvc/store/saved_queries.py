@@ -79,7 +79,10 @@ async def list_saved_queries(
 ) -> tuple[int, list[SavedQueryRow]]:
     """One page of the queries in the scopes (each its scope to the user), and their count."""
     args: list[Any] = [user_id]
-    conditions = [in_scopes(scopes, "$1"), *filter_conditions(filters, SAVED_QUERY_FILTERS, args)]
+    conditions = [
+        in_scopes(scopes, "$1"),
+        *filter_conditions(conn.dialect, filters, SAVED_QUERY_FILTERS, args),
+    ]
     total, rows = await fetch_page(
         conn,
         f"""SELECT {FIELDS}, {scope_of("$1")}, count(*) OVER () FROM saved_queries q

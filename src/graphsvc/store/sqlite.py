@@ -45,6 +45,10 @@ def create_private_file(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def unicode_upper(value: str | int | float | bytes | None) -> str | int | float | bytes | None:
+    return value.upper() if isinstance(value, str) else value
+
+
 class InlineBudgetSpent(Exception):
     """A statement run on the event loop took longer than its budget."""
 
@@ -160,6 +164,8 @@ class SQLiteDatabase:
         raw.execute("PRAGMA journal_mode=WAL")
         raw.execute("PRAGMA synchronous=NORMAL")
         raw.execute("PRAGMA foreign_keys=ON")
+        # The list filters' `~eq` (store/filters.py): upper() as Python has it, past ASCII.
+        raw.create_function("unicode_upper", 1, unicode_upper, deterministic=True)
         raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         return raw
 

@@ -133,7 +133,7 @@ async def list_jobs(
 ) -> tuple[int, list[JobRow]]:
     """One page of the jobs the filters let through."""
     args: list[Any] = []
-    conditions = ["TRUE", *filter_conditions(filters, JOB_FILTERS, args)]
+    conditions = ["TRUE", *filter_conditions(conn.dialect, filters, JOB_FILTERS, args)]
     total, rows = await fetch_page(
         conn,
         f"""SELECT {JOB_COLUMNS}, count(*) OVER () FROM file_upload_jobs
