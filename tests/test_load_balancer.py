@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -378,11 +380,32 @@ def test_uploads_through_the_readme_nginx_in_front_of_two_replicas(
 
         job = wait_until(ended, timeout=120, what=f"job {job_id} to end")
         taken = [files_taken(base) for base in replicas]
+        assert_graph_as_ingested(database_url, collection, tmp_path)
+
+        # `graphsvc upload` to the proxy's private certificate: refused until told to trust
+        # it.
+        def upload(*options: str) -> subprocess.CompletedProcess[str]:
+            command = ["upload", "--url", f"https://127.0.0.1:{https_port}", "--wait"]
+            return subprocess.run(
+                [sys.executable, "-m", "graphsvc", *command, *options, str(files[0])],
+                env={**os.environ, "GRAPHSVC_TOKEN_ID": token.id, "GRAPHSVC_TOKEN_KEY": token.key},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        untrusted = upload()
+        assert untrusted.returncode == 1 and "Traceback" not in untrusted.stderr
+        assert "the server's certificate is not trusted" in untrusted.stderr
+        assert "--ca-file" in untrusted.stderr
+        trusted = upload("--ca-file", str(tmp_path / "proxy" / "cert.pem"))
+        assert trusted.returncode == 0, trusted.stderr
+        assert json.loads(trusted.stdout)["status"] == 2
+        not_pem = upload("--ca-file", str(files[0]))
+        assert not_pem.returncode == 1 and "not a PEM file of CA certificates" in not_pem.stderr
     assert sum(taken) == len(files) and all(taken), f"files taken per replica: {taken}"
     assert job["status"] == 2, job["status_message"]
     assert [f["name"] for f in job["files"]] == [p.name for p in files], "no refused one"
-
-    assert_graph_as_ingested(database_url, collection, tmp_path)
     # The client's own X-Forwarded-For is ignored: the address nginx appended is the client.
     addresses = fetch(database_url, "SELECT DISTINCT source_ip_address FROM audit_events")
     assert addresses == [("127.0.0.1",)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -40,10 +41,18 @@ SNIFF_BYTES = 1024 * 1024  # read past blanks for at most this much of a file
 class Server:
     """Signed requests to one graphsvc server."""
 
-    def __init__(self, url: str, token_id: str, token_key: str, timeout: float) -> None:
+    def __init__(
+        self, url: str, token_id: str, token_key: str, timeout: float, ca_file: Path | None = None
+    ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             fail(f"--url {url!r} must be http://host[:port] or https://host[:port]")
+        self.tls: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            try:
+                self.tls = ssl.create_default_context(cafile=ca_file)
+            except (ssl.SSLError, OSError, ValueError) as exc:
+                fail(f"--ca-file {ca_file}: not a PEM file of CA certificates ({exc})")
         self.parts = parts
         self.prefix = parts.path.rstrip("/")
         self.token_id = token_id
@@ -53,12 +62,10 @@ class Server:
         self.last_headers: http.client.HTTPMessage | None = None  # of the last answer
 
     def connect(self) -> http.client.HTTPConnection:
-        kind = (
-            http.client.HTTPSConnection
-            if self.parts.scheme == "https"
-            else http.client.HTTPConnection
-        )
-        return kind(self.parts.hostname or "", self.parts.port, timeout=self.timeout)
+        host, port = self.parts.hostname or "", self.parts.port
+        if self.tls is not None:
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=self.tls)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout)
 
     def headers(self, signature: str, date: str) -> dict[str, str]:
         return {
@@ -136,6 +143,12 @@ class Server:
             self.busy_since = float("inf")
             self.last_headers = response.headers
             return answer(response, what)
+        except ssl.SSLCertVerificationError as exc:
+            fail(
+                f"{self.parts.geturl()}: {what}: the server's certificate is not trusted "
+                f"({exc.verify_message}): give the CA that signed it with --ca-file "
+                "(or GRAPHSVC_CA_FILE)"
+            )
         except OSError as exc:
             fail(f"{self.parts.geturl()}: {what}: {exc}")
         finally:
@@ -275,6 +288,13 @@ def wait_for_job(server: Server, job_id: int) -> Any:
 @click.option(
     "--timeout", type=float, default=300.0, show_default=True, help="Seconds per request."
 )
+@click.option(
+    "--ca-file",
+    envvar="GRAPHSVC_CA_FILE",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM file of the CA certificates to trust for an https server (a private CA); "
+    "default the system's.",
+)
 def upload(
     paths: tuple[Path, ...],
     url: str,
@@ -283,11 +303,12 @@ def upload(
     token_key: str | None,
     wait: bool,
     timeout: float,
+    ca_file: Path | None,
 ) -> None:
     """Send collector files (JSON, SharpHound zips, folders of them) to a server as one job."""
     key = read_token_key(token_key_stdin, token_key)
     files = collect_files(paths)
-    server = Server(url, token_id, key, timeout)
+    server = Server(url, token_id, key, timeout, ca_file)
     job = server.call("POST", "/api/v2/file-upload/start")["data"]
     job_id = job["id"]
     total = sum(f.stat().st_size for f in files)
