@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphsvc import wire
+from graphsvc.cli.data import describe_paths
 from graphsvc.graph import path_index
 from graphsvc.graph.paths import TRAVERSABLE_KINDS
 from graphsvc.store import db, dialect, postgres, sqlite
@@ -222,24 +225,70 @@ def test_generated_graphs_match_a_plain_search(env: Env, tmp_path: Path) -> None
     check()
 
 
-def test_path_command_prints_the_steps_and_the_api_answer(env: Env) -> None:
-    """`graphsvc path` on the same store as the test app: its steps, level by level, count
-    the paths; --json is the route's answer."""
+def test_path_command_prints_the_paths_and_the_api_answer(env: Env) -> None:
+    """`graphsvc path` on the same store as the test app: each shortest path on a line of
+    its own, from object ids or names; --json is the route's answer."""
     assert env.cli("ingest", str(SAMPLES["v6 folder"])).exit_code == 0
     start = f"{TESTLAB}-1105"
+    expected = [
+        "2 shortest path(s) of 3 step(s) from DFM@TESTLAB.LOCAL to DOMAIN ADMINS@TESTLAB.LOCAL:",
+        "  1. DFM@TESTLAB.LOCAL -AdminTo-> WIN10.TESTLAB.LOCAL -HasSession-> "
+        "ADMINISTRATOR@TESTLAB.LOCAL -MemberOf-> DOMAIN ADMINS@TESTLAB.LOCAL",
+        "  2. DFM@TESTLAB.LOCAL -CanPSRemote-> WIN10.TESTLAB.LOCAL -HasSession-> "
+        "ADMINISTRATOR@TESTLAB.LOCAL -MemberOf-> DOMAIN ADMINS@TESTLAB.LOCAL",
+    ]
     text = env.cli("path", start, ADMINS)
     assert text.exit_code == 0, text.output
-    assert text.output.splitlines() == [
-        "2 shortest path(s) of 3 step(s) from DFM@TESTLAB.LOCAL to DOMAIN ADMINS@TESTLAB.LOCAL:",
-        "  1. DFM@TESTLAB.LOCAL -AdminTo-> WIN10.TESTLAB.LOCAL",
-        "  1. DFM@TESTLAB.LOCAL -CanPSRemote-> WIN10.TESTLAB.LOCAL",
-        "  2. WIN10.TESTLAB.LOCAL -HasSession-> ADMINISTRATOR@TESTLAB.LOCAL",
-        "  3. ADMINISTRATOR@TESTLAB.LOCAL -MemberOf-> DOMAIN ADMINS@TESTLAB.LOCAL",
-    ]
+    assert text.output.splitlines() == expected
+    by_name = env.cli("path", "dfm@testlab.local", "Domain Admins@TESTLAB.LOCAL")
+    assert by_name.exit_code == 0, by_name.output
+    assert by_name.output.splitlines() == expected
     answered = json.loads(env.cli("path", start, ADMINS, "--json").stdout)
     assert answered_edges(answered) == answered_edges(ask(env, start, ADMINS).json())
     missing = env.cli("path", ISOLATED, ADMINS)
     assert missing.exit_code == 1 and "end_node: no path from" in missing.output
+    by_id, named = env.cli("exposure", TESTLAB), env.cli("exposure", "testlab.local")
+    assert named.exit_code == 0 and named.output == by_id.output, named.output
+    unknown = env.cli("path", "NOBODY@TESTLAB.LOCAL", ADMINS)
+    assert unknown.exit_code == 1
+    assert "START: no node has the object id or the name 'NOBODY@TESTLAB.LOCAL'" in unknown.output
+
+
+def test_a_name_several_nodes_have_is_refused_with_them(env: Env) -> None:
+    assert env.cli("ingest", str(SAMPLES["v6 folder"])).exit_code == 0
+
+    async def rename(conn: Connection) -> None:
+        await conn.execute(
+            "UPDATE nodes SET name = 'TWIN' WHERE object_id IN ($1, $2)", ISOLATED, ADMINS
+        )
+
+    env.run_in_transaction(rename)
+    refused = env.cli("path", f"{TESTLAB}-1105", "twin")
+    assert refused.exit_code == 1
+    lines = refused.output.splitlines()
+    assert "END: several nodes are named 'twin'; give one's object id:" in lines[0]
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted([ISOLATED, ADMINS])
+
+
+def test_the_path_command_prints_a_hundred_paths_and_counts_the_rest() -> None:
+    """Start -> 12 groups -> 12 groups -> end: 144 shortest paths of 3 steps."""
+    when = datetime.now(UTC)
+    names = ["START", *(f"A{i:02d}" for i in range(12)), *(f"B{i:02d}" for i in range(12)), "END"]
+    nodes = {n: wire.PathNode(n, "Group", ["Group"], n, False, False, when) for n in names}
+    a_side, b_side = names[1:13], names[13:25]
+    edges = [
+        *(("START", a) for a in a_side),
+        *((a, b) for a in a_side for b in b_side),
+        *((b, "END") for b in b_side),
+    ]
+    graph = wire.PathGraph(
+        nodes, [wire.PathEdge(a, b, "MemberOf", "MemberOf", when) for a, b in edges]
+    )
+    lines = describe_paths(graph, "START", "END").splitlines()
+    assert lines[0] == "144 shortest path(s) of 3 step(s) from START to END:"
+    assert lines[1] == "  1. START -MemberOf-> A00 -MemberOf-> B00 -MemberOf-> END"
+    assert lines[100] == "  100. START -MemberOf-> A08 -MemberOf-> B03 -MemberOf-> END"
+    assert lines[101:] == ["  ... 44 more: --json gives them all"]
 
 
 # --- exposure: who reaches a domain's tier zero -------------------------------------------

@@ -12,12 +12,13 @@ import msgspec
 
 from graphsvc import wire
 from graphsvc.cli.common import emit, fail, load_settings, read_store, run_command_transaction
-from graphsvc.errors import ApiError
+from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.graph import extensions, nodes
 from graphsvc.graph.nodes import ENVIRONMENT_TYPES
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.sources import Progress, Source
 from graphsvc.store import db as database
+from graphsvc.store import graph
 from graphsvc.store.paging import Page
 
 
@@ -138,46 +139,97 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
 def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
-    """Every shortest path from START to END (object ids), as
-    GET /api/v2/graphs/shortest-path finds them."""
+    """Every shortest path from START to END (object ids, or names), as
+    GET /api/v2/graphs/shortest-path finds them, one a line."""
     from graphsvc.graph.paths import PathIndex, find_shortest_paths
 
     settings = load_settings()
+    ends: list[str] = []
 
     async def work(conn: database.Connection) -> wire.PathGraphResponse:
+        ends.extend(
+            [await object_id_of(conn, start, "START"), await object_id_of(conn, end, "END")]
+        )
         index = PathIndex(folder=settings.resolved_path_index_folder())
-        return await find_shortest_paths(conn, index, start, end, kinds)
+        return await find_shortest_paths(conn, index, ends[0], ends[1], kinds)
 
     found = read_store(settings, work)
-    emit(as_json, found, describe_paths(found.data, start.upper()))
+    emit(as_json, found, describe_paths(found.data, *ends))
 
 
-def describe_paths(graph: wire.PathGraph, start: str) -> str:
-    """The paths' steps, level by level from the start, and how many paths they make."""
+async def object_id_of(conn: database.Connection, text: str, what: str) -> str:
+    """The object id `text` names: its own, or that of the one node so named (any case); a
+    name several nodes have is refused with them (their object ids tell them apart)."""
+    if await graph.node_ids(conn, [text.upper()]):
+        return text.upper()
+    named = await graph.find_nodes_by_name(conn, text, most=NAMESAKES_SHOWN + 1)
+    if len(named) == 1:
+        return named[0].object_id
+    if not named:
+        raise not_found(
+            f"no node has the object id or the name {text!r} (`graphsvc find {text}` searches "
+            "by part of a name)",
+            what,
+        )
+    shown = "".join(
+        f"\n  {n.object_id}  {n.kinds[0]:<14} {n.name}" for n in named[:NAMESAKES_SHOWN]
+    )
+    more = "\n  ..." if len(named) > NAMESAKES_SHOWN else ""
+    raise bad_request(f"several nodes are named {text!r}; give one's object id:{shown}{more}", what)
+
+
+MOST_PATHS_PRINTED = 100  # --json gives them all
+NAMESAKES_SHOWN = 10  # of a name several nodes have
+
+
+def describe_paths(graph: wire.PathGraph, start: str, end: str) -> str:
+    """The shortest paths, one a line, each from the start to the end, and how many there
+    are (the first MOST_PATHS_PRINTED, in the order of their steps' kinds and names)."""
     by_object = {node.objectId: key for key, node in graph.nodes.items()}
     names = {key: node.label for key, node in graph.nodes.items()}
-    level = {by_object[start]: 0}
-    ways = {by_object[start]: 1}
-    steps = []
-    pending = list(graph.edges)
-    while pending:
-        ready = [e for e in pending if e.source in level]
-        pending = [e for e in pending if e.source not in level]
-        for edge in sorted(ready, key=lambda e: (names[e.source], e.kind, names[e.target])):
-            level[edge.target] = level[edge.source] + 1
-            ways[edge.target] = ways.get(edge.target, 0) + ways[edge.source]
-            steps.append(
-                f"  {level[edge.source] + 1}. {names[edge.source]} -{edge.kind}-> "
-                f"{names[edge.target]}"
-            )
-    end = max(level, key=level.__getitem__)
-    return "\n".join(
-        [
-            f"{ways[end]} shortest path(s) of {level[end]} step(s) from {names[by_object[start]]} "
-            f"to {names[end]}:",
-            *steps,
-        ]
-    )
+    leaving: dict[str, list[wire.PathEdge]] = {}
+    for edge in graph.edges:
+        leaving.setdefault(edge.source, []).append(edge)
+    for edges in leaving.values():
+        edges.sort(key=lambda e: (e.kind, names[e.target]))
+    first, last = by_object[start], by_object[end]
+    ways: dict[str, int] = {last: 1}
+
+    def count(node: str) -> int:  # the answer's edges make no cycle: all its paths are shortest
+        if node not in ways:
+            ways[node] = 0
+            ways[node] = sum(count(e.target) for e in leaving.get(node, []))
+        return ways[node]
+
+    lines: list[str] = []
+    trail: list[wire.PathEdge] = []
+
+    def walk(node: str) -> None:
+        if len(lines) == MOST_PATHS_PRINTED:
+            return
+        if node == last:
+            steps = "".join(f" -{e.kind}-> {names[e.target]}" for e in trail)
+            lines.append(f"  {len(lines) + 1}. {names[first]}{steps}")
+            return
+        for edge in leaving.get(node, []):
+            trail.append(edge)
+            walk(edge.target)
+            trail.pop()
+
+    walk(first)
+    total = count(first)
+    length = shortest_length(leaving, first, last)
+    heading = f"{total} shortest path(s) of {length} step(s) from {names[first]} to {names[last]}:"
+    if total > len(lines):
+        lines.append(f"  ... {total - len(lines)} more: --json gives them all")
+    return "\n".join([heading, *lines])
+
+
+def shortest_length(leaving: dict[str, list[wire.PathEdge]], first: str, last: str) -> int:
+    steps, node = 0, first
+    while node != last:
+        node, steps = leaving[node][0].target, steps + 1
+    return steps
 
 
 @click.command()
@@ -185,7 +237,7 @@ def describe_paths(graph: wire.PathGraph, start: str) -> str:
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
 def exposure(domain: str, limit: int, as_json: bool) -> None:
-    """Who has a path to DOMAIN's tier zero (its object id), shortest first, and the share
+    """Who has a path to DOMAIN's tier zero (its object id or name), shortest first, and the share
     of its enabled users who do, as GET /api/v2/domains/{object_id}/exposure answers."""
     from graphsvc.graph.paths import PathIndex, list_exposure
 
@@ -193,7 +245,8 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
 
     async def work(conn: database.Connection) -> wire.ExposureList:
         index = PathIndex(folder=settings.resolved_path_index_folder())
-        return await list_exposure(conn, index, domain, Page(0, limit))
+        domain_id = await object_id_of(conn, domain, "DOMAIN")
+        return await list_exposure(conn, index, domain_id, Page(0, limit))
 
     found = read_store(settings, work)
     users = found.users

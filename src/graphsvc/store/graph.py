@@ -75,9 +75,12 @@ async def node_ids(conn: Connection, object_ids: Iterable[str]) -> dict[str, int
     return {object_id: node_id for node_id, object_id in rows}
 
 
-async def find_nodes_by_name(conn: Connection, name: str) -> list[StoredNode]:
+async def find_nodes_by_name(conn: Connection, name: str, most: int = 2) -> list[StoredNode]:
+    """Up to `most` nodes of this name (any case), by object id."""
     rows = await conn.fetch(
-        f"SELECT {NODE_COLUMNS} FROM nodes WHERE upper(name) = $1 LIMIT 2", name.upper()
+        f"SELECT {NODE_COLUMNS} FROM nodes WHERE upper(name) = $1 ORDER BY object_id LIMIT $2",
+        name.upper(),
+        most,
     )
     return [stored_node(r) for r in rows]
 
