@@ -6,6 +6,7 @@ the command that upgrades it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ READS = [
     ("token", "list"),
     ("path", f"{TESTLAB}-1105", f"{TESTLAB}-512"),
     ("exposure", TESTLAB),
+    ("list", "admin-users", WIN10),
 ]
 
 
@@ -50,6 +52,29 @@ def test_read_only_commands_move_no_data_version(env: Env) -> None:
         assert done.exit_code == 0, (command, done.output)
     assert env.cli("find", "win10").output.startswith(WIN10)
     assert fetch(env, READ_DATA_VERSION) == before  # each moved it before
+
+
+def test_the_list_command_is_the_list_route_with_names_and_holdings(env: Env) -> None:
+    assert env.cli("ingest", str(V6)).exit_code == 0
+    answered = env.get(f"/api/v2/computers/{WIN10}/admin-users?sort_by=name&limit=100").json()
+    listed = env.cli("list", "admin-users", "win10.testlab.local", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == answered
+    text = env.cli("list", "admin-users", WIN10).output.splitlines()
+    assert text[0] == "5 in admin-users of WIN10.TESTLAB.LOCAL:"
+    assert text[1].split() == [
+        f"{TESTLAB}-2116", "User", "ADMIN@TESTLAB.LOCAL", "(AdminTo", "through",
+        "DOMAIN", "ADMINS@TESTLAB.LOCAL)",
+    ]  # fmt: skip
+    assert text[3].split() == [f"{TESTLAB}-1105", "User", "DFM@TESTLAB.LOCAL", "(AdminTo)"]
+    short = env.cli("list", "members", "domain admins@testlab.local", "--limit", "1")
+    assert short.output.splitlines()[-1] == "  ... 2 more; see --limit"
+    refused = env.cli("list", "rdp-users", "domain admins@testlab.local")
+    assert refused.exit_code == 1
+    assert "ENTITY" not in refused.output and "LIST: DOMAIN ADMINS@TESTLAB.LOCAL (Group) has " in (
+        refused.output
+    )
+    assert "no rdp-users list; its lists: " in refused.output and "members" in refused.output
 
 
 def test_a_store_that_needs_an_upgrade_is_named_not_upgraded(env: Env) -> None:

@@ -323,8 +323,9 @@ class Commands(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMAND_MODULES:
             return None
-        module = importlib.import_module(COMMAND_MODULES[name])
-        command: click.Command = getattr(module, name.replace("-", "_"))
+        module_name, _, attribute = COMMAND_MODULES[name].partition(":")
+        module = importlib.import_module(module_name)
+        command: click.Command = getattr(module, attribute or name.replace("-", "_"))
         return command
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -341,7 +342,8 @@ class Commands(click.Group):
         return None
 
 
-# Each command, in the order `graphsvc --help` lists them, and the module that defines it.
+# Each command, in the order `graphsvc --help` lists them, and the module that defines it
+# (and its function's name there, after a colon, when that is not the command's).
 COMMAND_MODULES = {
     "serve": "graphsvc.cli.server",
     "db": "graphsvc.cli.server",
@@ -354,6 +356,7 @@ COMMAND_MODULES = {
     "find": "graphsvc.cli.data",
     "path": "graphsvc.cli.data",
     "exposure": "graphsvc.cli.data",
+    "list": "graphsvc.cli.data:entity_list",
     "query": "graphsvc.cli.query",
     "domains": "graphsvc.cli.data",
     "clear-database": "graphsvc.cli.data",

@@ -14,12 +14,13 @@ from graphsvc import wire
 from graphsvc.cli.common import emit, fail, load_settings, read_store, run_command_transaction
 from graphsvc.errors import ApiError, bad_request, not_found
 from graphsvc.graph import extensions, nodes
+from graphsvc.graph.entities import ENTITY_KINDS, ENTITY_LISTS, build_list_reader
 from graphsvc.graph.nodes import ENVIRONMENT_TYPES
 from graphsvc.ingest.records import IngestError
 from graphsvc.ingest.sources import Progress, Source
 from graphsvc.store import db as database
 from graphsvc.store import graph
-from graphsvc.store.paging import Page
+from graphsvc.store.paging import Page, SortKey
 
 
 class IngestProgress:
@@ -261,6 +262,53 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
     if found.count > len(found.data):
         lines.append(f"  ... {found.count - len(found.data)} more; see --limit")
     emit(as_json, found, "\n".join(lines))
+
+
+LIST_NAMES = sorted({entry.path for entry in ENTITY_LISTS})
+
+
+@click.command("list")
+@click.argument("name", metavar="LIST", type=click.Choice(LIST_NAMES))
+@click.argument("entity")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
+def entity_list(name: str, entity: str, limit: int, as_json: bool) -> None:
+    """An entity's LIST (admin-users, rdp-users, sessions, controllers, members...), as
+    GET /api/v2/{kind}/{object_id}/{list} answers it, with the right each principal holds
+    and the group it comes through; ENTITY is an object id or a name."""
+    shown: list[str] = []
+
+    async def work(conn: database.Connection) -> wire.PagedRelatedNodeList:
+        object_id = await object_id_of(conn, entity, "ENTITY")
+        node = (await graph.find_nodes(conn, [object_id]))[object_id]
+        # A list of the entity's own kind before the one every AD object has (base).
+        found = sorted(
+            (e for e in ENTITY_LISTS if e.path == name and ENTITY_KINDS[e.segment] in node.kinds),
+            key=lambda e: e.segment == "base",
+        )
+        if not found:
+            own = sorted({e.path for e in ENTITY_LISTS if ENTITY_KINDS[e.segment] in node.kinds})
+            raise bad_request(
+                f"{node.name} ({node.kinds[0]}) has no {name} list; its lists: "
+                f"{', '.join(own) or 'none'}",
+                "LIST",
+            )
+        shown.append(node.name)
+        by_name = [SortKey("name", False), SortKey("objectid", False)]
+        return await build_list_reader(found[0])(conn, object_id, by_name, Page(0, limit))
+
+    listed = read_store(load_settings(), work)
+    lines = [f"{listed.count} in {name} of {shown[0]}:"]
+    for row in listed.data:
+        holds = ", ".join(
+            h.kind + ("" if h.through is None else f" through {h.through.name}") for h in row.holds
+        )
+        lines.append(
+            f"  {row.objectID}  {row.label:<14} {row.name}" + (f"  ({holds})" if holds else "")
+        )
+    if listed.count > len(listed.data):
+        lines.append(f"  ... {listed.count - len(listed.data)} more; see --limit")
+    emit(as_json, listed, "\n".join(lines))
 
 
 @click.command()
