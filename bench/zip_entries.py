@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graphsvc.ingest import ingest_files
+from graphsvc.ingest.run import ingest_files
 from graphsvc.store.db import run_in_transaction
 from graphsvc.store.migrate import upgrade_schema
 

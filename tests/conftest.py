@@ -45,7 +45,7 @@ from graphsvc.api.openapi import build_openapi
 from graphsvc.cli import main as cli_main
 from graphsvc.crypto import KeyBox
 from graphsvc.demo.dataset import DemoResult, create_demo
-from graphsvc.ingest import IngestResult, ingest_files
+from graphsvc.ingest.run import IngestResult, ingest_files
 from graphsvc.logs import JsonLines
 from graphsvc.settings import Settings
 from graphsvc.signatures import sign_request

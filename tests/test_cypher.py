@@ -24,7 +24,7 @@ from graphsvc.cypher.values import Node, Rel
 from graphsvc.cypher.values import Path as CypherPath
 from graphsvc.errors import ApiError
 from graphsvc.graph.paths import PathIndex
-from graphsvc.ingest import ingest_files
+from graphsvc.ingest.run import ingest_files
 from graphsvc.store.db import Connection, run_in_transaction
 from tests.conftest import Env, Templates, ingest
 from tests.cypher_oracle import LoadedGraph, Oracle, plain, read_store_rows

@@ -18,7 +18,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.demo.collectors import Domain, Tenant, write_azurehound, write_sharphound
 from graphsvc.errors import ApiError
 from graphsvc.graph.clients import create_client
-from graphsvc.ingest import ingest_files
+from graphsvc.ingest.run import ingest_files
 from graphsvc.store import accounts, clients, extensions, graph, saml
 from graphsvc.store.db import Connection
 
