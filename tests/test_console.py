@@ -320,6 +320,46 @@ def test_certificate_services_objects_are_entities_linked_to_each_other(
     console.shoot("certificate-services")
 
 
+@pytest.fixture
+def testlab_console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[Console]:
+    """The demo and the TESTLAB collection (whose trusts refer to two domains it does not
+    collect), served."""
+    env, _ = demo_env
+    ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest")
+    with console_on(database_url, tmp_path) as tab:
+        yield tab
+
+
+def test_names_typed_whole_find_a_path_and_exposure_opens_on_a_collected_domain(
+    testlab_console: Console,
+) -> None:
+    """Without picking a suggestion: a name one object has is taken as picked, one several
+    have asks to pick. The exposure lists the collected domains first and opens on one;
+    those only referred to (TESTLAB's trusts' other ends) come last, marked."""
+    console = testlab_console
+    console.sign_in()
+    console.page.click("#nav a[data-page=paths]")
+    console.page.wait_for_selector("table.exposure tbody tr")
+    options = console.page.locator("#exposure-domain option").all_inner_texts()
+    referred = [o for o in options if o.endswith(" (referred to only)")]
+    assert referred == ["EXTERNAL.LOCAL (referred to only)", "TEST.LOCAL (referred to only)"]
+    assert options[-2:] == referred and "TESTLAB.LOCAL" in options[:-2], options
+    selected = "el => el.options[el.selectedIndex].text"
+    assert console.page.eval_on_selector("#exposure-domain", selected) == options[0]
+    console.page.fill("#path-from", "dfm@testlab.local")
+    console.page.fill("#path-to", "Domain Admins@TESTLAB.LOCAL")
+    console.page.click("#path-form button[type=submit]")
+    console.page.wait_for_selector("svg.path-graph .node")
+    assert "DFM@TESTLAB.LOCAL" in console.page.inner_text("#path-from-name")
+    console.page.fill("#path-to", "domain admins")
+    console.page.click("#path-form button[type=submit]")
+    note = console.page.wait_for_selector("#path-unresolved .notice")
+    assert note is not None and "pick one of the suggestions" in note.inner_text()
+    console.page.wait_for_selector("#path-to-choices .choice")
+
+
 def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
     console.sign_in()
     console.page.click("#nav a[data-page=paths]")

@@ -48,9 +48,28 @@ function picker(id, label, initial) {
       }
     }, 250);
   });
+  /** The object id the typed text names: an object id, or a name one object has (any
+   * case), as if its suggestion were picked; null, with the suggestions shown, otherwise. */
+  async function resolve() {
+    const text = input.value.trim();
+    if (!text) return null;
+    const rows = (await get("/search", { q: text, limit: 8 })).data;
+    const same = (value) => (value || "").toUpperCase() === text.toUpperCase();
+    const found = rows.filter((row) => same(row.objectid));
+    const byName = rows.filter((row) => same(row.name));
+    const only = found.length === 1 ? found[0] : byName.length === 1 ? byName[0] : rows.length === 1 ? rows[0] : null;
+    if (only) {
+      input.value = only.objectid;
+      named.textContent = `${only.name || only.objectid} (${only.type})`;
+      return only.objectid;
+    }
+    input.dispatchEvent(new Event("input"));  // the suggestions, to pick from
+    return null;
+  }
   return {
     box: el("label", { class: "picker" }, `${label} `, input, named, choices),
     chosen: () => input.value.trim(),
+    resolve,
     name: (node) => {
       named.textContent = `${node.label} (${node.kind})`;
     },
@@ -126,21 +145,31 @@ export async function showPaths(page, rest, current) {
   const from = picker("path-from", "From", start);
   const to = picker("path-to", "To", end);
   const form = el("form", { class: "controls", id: "path-form" }, from.box, to.box, el("button", { type: "submit" }, "Find paths"));
-  form.addEventListener("submit", (event) => {
+  const unresolved = el("div", { id: "path-unresolved" });
+  form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    if (from.chosen() && to.chosen()) {
-      window.location.hash = `#/paths/${encodeURIComponent(from.chosen())}/${encodeURIComponent(to.chosen())}`;
+    unresolved.replaceChildren();
+    const [start, end] = await Promise.all([from.resolve(), to.resolve()]);
+    if (start && end) {
+      window.location.hash = `#/paths/${encodeURIComponent(start)}/${encodeURIComponent(end)}`;
+    } else if (from.chosen() && to.chosen()) {
+      unresolved.replaceChildren(notice("More than one object (or none) has that name: pick one of the suggestions.", "note"));
     }
   });
   const output = el("div", { id: "path-output" });
-  const domains = (await get("/available-domains")).data.filter((each) => each.type === "active-directory");
+  // Collected domains first (the first is shown): one only referred to (a trust's other
+  // end) has no tier zero to show.
+  const domains = (await get("/available-domains")).data
+    .filter((each) => each.type === "active-directory")
+    .sort((a, b) => Number(b.collected) - Number(a.collected));
   if (!current()) return;
-  const domain = el("select", { id: "exposure-domain", "aria-label": "domain" }, domains.map((each) => el("option", { value: each.id }, each.name)));
+  const domain = el("select", { id: "exposure-domain", "aria-label": "domain" }, domains.map((each) => el("option", { value: each.id }, each.collected ? each.name : `${each.name} (referred to only)`)));
   const exposure = el("div", { id: "exposure-output" });
   domain.addEventListener("change", () => showExposure(exposure, domain.value).catch((error) => exposure.replaceChildren(notice(error.message))));
   page.append(
     el("h1", {}, "Paths"),
     form,
+    unresolved,
     output,
     el("h2", {}, "Exposure of a domain's tier zero"),
     domains.length ? el("div", { class: "controls" }, el("label", {}, "Domain ", domain)) : el("p", {}, "No AD domain has data yet."),
