@@ -181,6 +181,7 @@ def supervise_workers(
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             reserved.close()
             name_worker(number)
+            log.info("worker %d starting", number)
             code = 0
             try:
                 serve_here(reuse_port_socket(host, port))
