@@ -199,6 +199,7 @@ class Authenticator:
         self.held: dict[str, float] = {}
         self.max_age = timedelta(seconds=settings.signature_max_age_seconds)
         self.max_future = timedelta(seconds=settings.signature_max_future_seconds)
+        self.warned_of_foreign_keys = False  # said once a process (see signature_of)
 
     async def load(self, conn: Connection) -> None:
         self.permissions = await accounts.role_permissions(conn)
@@ -310,9 +311,14 @@ class Authenticator:
         sent: str,
     ) -> BodySignature:
         credentials = found.credentials
-        key = (
-            UNKNOWN_TOKEN_KEY if credentials is None else self.keys.open(credentials.key_ciphertext)
-        )
+        key = UNKNOWN_TOKEN_KEY
+        if credentials is not None:
+            try:
+                key = self.keys.open(credentials.key_ciphertext)
+            except ValueError:
+                # Sealed with another key (token-encryption.key lost or replaced, a store
+                # restored without it): the signature cannot match; a 401, not a 500.
+                self.warn_of_foreign_keys()
         full_uri, path_only = signed_uri(request)
         uris = [full_uri]
         if self.settings.sdk_compatibility and full_uri != path_only:
@@ -324,6 +330,16 @@ class Authenticator:
         return BodySignature(
             signed, identity, credentials, token_id, found.refusal, self.verified_signatures
         )
+
+    def warn_of_foreign_keys(self) -> None:
+        if not self.warned_of_foreign_keys:
+            self.warned_of_foreign_keys = True
+            log.warning(
+                "a token's key cannot be opened with the token encryption key "
+                "(GRAPHSVC_TOKEN_ENCRYPTION_KEY, else token-encryption.key in the data "
+                "folder): it was sealed with another; put that key back (docs/operations.md), "
+                "or create the tokens again"
+            )
 
     async def token_credentials(
         self, conn: Connection, token_id: str
