@@ -150,9 +150,8 @@ def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
     ends: list[str] = []
 
     async def work(conn: database.Connection) -> wire.PathGraphResponse:
-        ends.extend(
-            [await object_id_of(conn, start, "START"), await object_id_of(conn, end, "END")]
-        )
+        for text, what in ((start, "START"), (end, "END")):
+            ends.append((await find_named_node(conn, text, what)).object_id)
         index = PathIndex(folder=settings.resolved_path_index_folder())
         return await find_shortest_paths(conn, index, ends[0], ends[1], kinds)
 
@@ -160,14 +159,15 @@ def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
     emit(as_json, found, describe_paths(found.data, *ends))
 
 
-async def object_id_of(conn: database.Connection, text: str, what: str) -> str:
-    """The object id `text` names: its own, or that of the one node so named (any case); a
-    name several nodes have is refused with them (their object ids tell them apart)."""
-    if await graph.node_ids(conn, [text.upper()]):
-        return text.upper()
+async def find_named_node(conn: database.Connection, text: str, what: str) -> graph.StoredNode:
+    """The node `text` names: by its object id, or the one node so named (any case); a name
+    several nodes have is refused with them (their object ids tell them apart)."""
+    found = await graph.find_nodes(conn, [text.upper()])
+    if found:
+        return found[text.upper()]
     named = await graph.find_nodes_by_name(conn, text, most=NAMESAKES_SHOWN + 1)
     if len(named) == 1:
-        return named[0].object_id
+        return named[0]
     if not named:
         raise not_found(
             f"no node has the object id or the name {text!r} (`graphsvc find {text}` searches "
@@ -206,11 +206,13 @@ def describe_paths(graph: wire.PathGraph, start: str, end: str) -> str:
 
     lines: list[str] = []
     trail: list[wire.PathEdge] = []
+    lengths: list[int] = []  # every path's, the same: they are the shortest
 
     def walk(node: str) -> None:
         if len(lines) == MOST_PATHS_PRINTED:
             return
         if node == last:
+            lengths.append(len(trail))
             steps = "".join(f" -{e.kind}-> {names[e.target]}" for e in trail)
             lines.append(f"  {len(lines) + 1}. {names[first]}{steps}")
             return
@@ -221,18 +223,12 @@ def describe_paths(graph: wire.PathGraph, start: str, end: str) -> str:
 
     walk(first)
     total = count(first)
-    length = shortest_length(leaving, first, last)
-    heading = f"{total} shortest path(s) of {length} step(s) from {names[first]} to {names[last]}:"
+    heading = (
+        f"{total} shortest path(s) of {lengths[0]} step(s) from {names[first]} to {names[last]}:"
+    )
     if total > len(lines):
         lines.append(f"  ... {total - len(lines)} more: --json gives them all")
     return "\n".join([heading, *lines])
-
-
-def shortest_length(leaving: dict[str, list[wire.PathEdge]], first: str, last: str) -> int:
-    steps, node = 0, first
-    while node != last:
-        node, steps = leaving[node][0].target, steps + 1
-    return steps
 
 
 @click.command()
@@ -248,7 +244,7 @@ def exposure(domain: str, limit: int, as_json: bool) -> None:
 
     async def work(conn: database.Connection) -> wire.ExposureList:
         index = PathIndex(folder=settings.resolved_path_index_folder())
-        domain_id = await object_id_of(conn, domain, "DOMAIN")
+        domain_id = (await find_named_node(conn, domain, "DOMAIN")).object_id
         return await list_exposure(conn, index, domain_id, Page(0, limit))
 
     found = read_store(settings, work)
@@ -281,8 +277,7 @@ def entity_list(name: str, entity: str, limit: int, as_json: bool) -> None:
     shown: list[str] = []
 
     async def work(conn: database.Connection) -> wire.PagedRelatedNodeList:
-        object_id = await object_id_of(conn, entity, "ENTITY")
-        node = (await graph.find_nodes(conn, [object_id]))[object_id]
+        node = await find_named_node(conn, entity, "ENTITY")
         # A list of the entity's own kind before the one every AD object has (base).
         found = sorted(
             (e for e in ENTITY_LISTS if e.path == name and ENTITY_KINDS[e.segment] in node.kinds),
@@ -297,7 +292,7 @@ def entity_list(name: str, entity: str, limit: int, as_json: bool) -> None:
             )
         shown.append(node.name)
         by_name = [SortKey("name", False), SortKey("objectid", False)]
-        return await build_list_reader(found[0])(conn, object_id, by_name, Page(0, limit))
+        return await build_list_reader(found[0])(conn, node.object_id, by_name, Page(0, limit))
 
     listed = read_store(load_settings(), work)
     lines = [f"{listed.count} in {name} of {shown[0]}:"]

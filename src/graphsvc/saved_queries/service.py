@@ -319,7 +319,7 @@ async def import_saved_queries(
     user_id = caller.principal.user_id
     taken = await store.list_own_names(conn, user_id)
     now = datetime.now(UTC)
-    imported: list[int] = []
+    imported: list[wire.SavedQuery] = []
     refused: list[wire.ImportRefusal] = []
     for entry in entries:
         if not isinstance(entry, Candidate):
@@ -329,11 +329,15 @@ async def import_saved_queries(
             refused.append(wire.ImportRefusal(entry.source, entry.name, reason))
         else:
             taken.add(entry.name)
-            imported.append(
-                await store.insert_saved_query(
-                    conn, user_id, entry.name, entry.query, entry.description, now
-                )
+            query_id = await store.insert_saved_query(
+                conn, user_id, entry.name, entry.query, entry.description, now
             )
+            # As stored (not read back: an import of thousands read each again).
+            row = SavedQueryRow(
+                query_id, user_id, entry.name, entry.query, entry.description, False, now, now,
+                "owned",
+            )  # fmt: skip
+            imported.append(saved_query(row))
     if not imported:
         shown = "; ".join(
             f"{r.source}{f' ({r.name})' if r.name else ''}: {r.reason}" for r in refused[:20]
@@ -344,5 +348,4 @@ async def import_saved_queries(
         "saved_query.imported",
         f"{len(imported)} saved queries imported, {len(refused)} refused",
     )
-    found = [saved_query(await visible_query(conn, caller, i)) for i in imported]
-    return wire.SavedQueryImportResponse(wire.SavedQueryImport(found, refused))
+    return wire.SavedQueryImportResponse(wire.SavedQueryImport(imported, refused))
