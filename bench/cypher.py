@@ -454,9 +454,15 @@ def column_bytes(column: Column) -> int:
     return held
 
 
+def kind_labels_bytes(table: NodeTable) -> int:
+    """The labels of the nodes' kinds alone, kept apart once tags are added to them."""
+    kinds = table.kind_labels.label_set_of
+    return 0 if kinds is table.label_set_of else kinds.nbytes
+
+
 def memory(index: GraphIndex, table: NodeTable, relationships: int) -> dict[str, Any]:
     """What the index and the node table hold after the queries ran: bytes a node (the
-    index's offsets and object-id hashes, the table's labels, times and tier zero), bytes a
+    index's offsets and object-id hashes, the table's labels, times and tags), bytes a
     relationship (the index's far ends and kinds), and bytes a node for each column the
     queries made."""
     nodes = index.size - 1
@@ -467,7 +473,8 @@ def memory(index: GraphIndex, table: NodeTable, relationships: int) -> dict[str,
         + table.label_set_of.nbytes
         + sum(a.nbytes for a in table.by_label.values())
         + table.updated.nbytes
-        + table.tier_zero.nbytes
+        + kind_labels_bytes(table)
+        + sys.getsizeof(table.tags)
     )
     hashes = index.object_ids.hashes.nbytes + index.object_ids.nodes.nbytes
     return {

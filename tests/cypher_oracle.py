@@ -137,8 +137,8 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 class StoreRows:
-    """A store's graph as its tables hold it: each node's labels (its kinds, and
-    Tag_Tier_Zero when it is in a tier zero) and properties, each edge's ends and kind."""
+    """A store's graph as its tables hold it: each node's labels (its kinds, and the label of
+    each tag it is a member of) and properties, each edge's ends and kind."""
 
     def __init__(self) -> None:
         self.nodes: list[tuple[int, tuple[str, ...], dict[str, Any]]] = []
@@ -147,11 +147,17 @@ class StoreRows:
 
 async def read_store_rows(conn: Connection) -> StoreRows:
     rows = StoreRows()
-    tier_zero = {r[0] for r in await conn.fetch("SELECT node_id FROM tier_zero")}
+    tags: dict[int, list[tuple[int, str]]] = {}
+    for tag_id, name, node_id in await conn.fetch(
+        """SELECT DISTINCT t.id, t.name, m.node_id FROM tag_members m
+        JOIN asset_group_tags t ON t.id = m.tag_id ORDER BY t.id"""
+    ):
+        tags.setdefault(node_id, []).append((tag_id, "Tag_" + name.replace(" ", "_")))
+    system = {1: "admin_tier_0", 2: "owned"}
     for node_id, object_id, name, kinds, properties in await conn.fetch(
         "SELECT id, object_id, name, kinds, properties FROM nodes ORDER BY id"
     ):
-        labels = tuple(json.loads(kinds)) + (("Tag_Tier_Zero",) if node_id in tier_zero else ())
+        labels = tuple(json.loads(kinds)) + tuple(label for _, label in tags.get(node_id, []))
         held = {
             k: v
             for k, v in json.loads(properties).items()
@@ -160,8 +166,9 @@ async def read_store_rows(conn: Connection) -> StoreRows:
             and not (isinstance(v, list) and any(isinstance(i, dict | list) for i in v))
         }  # FalkorDB keeps scalars and lists of scalars
         held |= {"objectid": object_id, "name": name}
-        if node_id in tier_zero:
-            held["system_tags"] = "admin_tier_0"
+        system_tags = " ".join(system[t] for t, _ in tags.get(node_id, []) if t in system)
+        if system_tags:
+            held["system_tags"] = system_tags
         rows.nodes.append((node_id, labels, held))
     kind_names = {r[0]: r[1] for r in await conn.fetch("SELECT id, name FROM kinds")}
     for start, end, kind in await conn.fetch("SELECT start_id, end_id, kind_id FROM edges"):

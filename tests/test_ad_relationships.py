@@ -726,7 +726,7 @@ def test_the_next_analysis_replaces_what_the_last_derived(env: Env, tmp_path: Pa
 
 
 async def graph_cleared(conn):  # type: ignore[no-untyped-def]
-    for table in ("edges", "node_kinds", "tier_zero", "nodes"):
+    for table in ("edges", "node_kinds", "tag_members", "asset_group_tag_selector_nodes", "nodes"):
         await conn.execute(f"DELETE FROM {table}")
 
 

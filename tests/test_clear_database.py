@@ -172,7 +172,7 @@ def test_every_refusal_names_its_reason_and_deletes_nothing(env: Env) -> None:
         ),
         ({"deleteSourceKinds": [99]}, 400, "requested source kind id 99 not found"),
         ({"deleteRelationships": ["HasSesion"]}, 400, "no relationship kind 'HasSesion'"),
-        ({"deleteAssetGroupSelectors": [1]}, 400, "no asset group 1"),
+        ({"deleteAssetGroupSelectors": [99]}, 400, "no asset group 99"),
         ({"deleteCollectedGraphData": "yes"}, 400, "deleteCollectedGraphData"),
         ({"deleteEverything": True}, 400, "deleteEverything"),
         (b"{not json", 400, ""),

@@ -360,6 +360,69 @@ def test_names_typed_whole_find_a_path_and_exposure_opens_on_a_collected_domain(
     console.page.wait_for_selector("#path-to-choices .choice")
 
 
+def owned_members(env: Env) -> list[str]:
+    members = env.get("/api/v2/asset-groups/2/members").json()["data"]["members"]
+    return [m["object_id"] for m in members]
+
+
+def test_mark_owned_from_an_entity_and_a_path_and_see_the_tags(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> None:
+    """Owned marked on DFM's page, its paths to Tier Zero drawn from the tags, unmarked from
+    the path's objects; a label made from a Cypher query, previewed then kept."""
+    env, _ = demo_env
+    ingest(env, FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest")
+    dfm = "S-1-5-21-3130019616-2776909439-2417379446-1105"  # DFM, of TESTLAB
+    with console_on(database_url, tmp_path) as console:
+        console.sign_in()
+        console.open(f"entity/users/{dfm}", "#entity-mark-owned")
+        assert console.page.inner_text("#entity-mark-owned") == "Mark owned"
+        console.page.click("#entity-mark-owned")
+        console.page.wait_for_selector("#entity-badges .badge.owned")
+        assert console.page.inner_text("#entity-mark-owned") == "Unmark owned"
+        assert owned_members(env) == [dfm]
+        console.shoot("entity-owned")
+        console.page.click("#nav a[data-page=paths]")
+        console.page.wait_for_selector("#tag-path-form")
+        console.page.select_option("#tag-path-from", label="Owned")
+        console.page.select_option("#tag-path-to", label="Tier Zero")
+        console.page.click("#tag-path-form button[type=submit]")
+        console.page.wait_for_selector("#tag-path-output svg.path-graph .node.start")
+        query = "start_tag=owned&end_tag=tier-zero"
+        answer = env.get(f"/api/v2/graphs/paths-between?{query}").json()["data"]
+        summary = console.page.inner_text("#tag-path-summary")
+        assert summary.startswith(f"{len(answer['paths'])} shortest paths from 1 ")
+        drawn = console.page.locator("#tag-path-output svg .node").count()
+        assert drawn == len(answer["nodes"])
+        console.shoot("paths-between-tags")
+        row = console.page.locator("#tag-path-output table.path-objects tr", has_text="DFM@")
+        row.locator("button.mark-owned").click()
+        row.locator("button.mark-owned", has_text="Mark owned").wait_for()
+        assert owned_members(env) == []
+        console.page.click("#nav a[data-page=tags]")
+        console.page.wait_for_selector("table.tags tbody tr")
+        rows = console.page.locator("table.tags tbody tr").all_inner_texts()
+        assert rows[0].startswith("Tier Zero\ttier\t") and rows[1].startswith("Owned\towned\t0\t")
+        console.page.fill("#tag-new-name", "Workstations")
+        console.page.fill(
+            "#tag-new-query", "MATCH (c:Computer) WHERE c.name STARTS WITH 'WIN' RETURN c"
+        )
+        console.page.click("#tag-preview")
+        console.page.wait_for_selector("table.tag-preview tbody tr")
+        previewed = console.page.locator(
+            "table.tag-preview tbody tr td:first-child"
+        ).all_inner_texts()
+        assert previewed and all(name.startswith("WIN") for name in previewed), previewed
+        console.page.click("#tag-new button[type=submit]")
+        console.page.wait_for_selector("#tag-name")
+        assert console.page.inner_text("#tag-name") == "Workstations"
+        members = console.page.locator(
+            "table.tag-members tbody tr td:first-child"
+        ).all_inner_texts()
+        assert sorted(members) == sorted(previewed)
+        console.shoot("tag-label")
+
+
 def test_draw_a_path_and_the_exposure_of_a_domain(console: Console) -> None:
     console.sign_in()
     console.page.click("#nav a[data-page=paths]")

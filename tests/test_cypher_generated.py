@@ -58,7 +58,14 @@ from hypothesis import strategies as st
 
 from graphsvc.cypher import columnar
 from graphsvc.cypher.execute import execute, explain
-from graphsvc.cypher.graph import COLUMN_KEYS, Column, ColumnMaker, NodeTable, QueryGraph
+from graphsvc.cypher.graph import (
+    COLUMN_KEYS,
+    Column,
+    ColumnMaker,
+    KindLabels,
+    NodeTable,
+    QueryGraph,
+)
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.runtime import Caps, Run
 from graphsvc.cypher.values import group_key, order_key
@@ -168,14 +175,15 @@ def query_graph(graph: Graph) -> QueryGraph:
         label_set_of[node] = label_sets.setdefault(labels, len(label_sets))
         for label in labels:
             members.setdefault(label, []).append(node)
+    by_label = {label: np.array(nodes, dtype=np.int64) for label, nodes in members.items()}
     table = NodeTable(
         version,
         ids,
         list(label_sets),
         label_set_of,
-        {label: np.array(nodes, dtype=np.int64) for label, nodes in members.items()},
+        by_label,
         np.full(size, np.nan),
-        np.zeros(size, dtype=bool),
+        KindLabels(list(label_sets), label_set_of, by_label),
     )
     for key in ("lastseen", "system_tags"):
         table.columns[key] = table.derived_column(key)

@@ -170,6 +170,15 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
     assert f"{listed}\n" in cypher
     files = "['Computers without LAPS.json', 'Kerberoastable users.json', "
     assert files + "'Members of a group, by name.json']" in cypher
+    # The README's owned marking, and the paths from it to Tier Zero.
+    assert "['svc_kerb_del']\n[('SVC_KERB_DEL@PHANTOM.CORP', True)]\n" in cypher
+    assert "SVC_KERB_DEL@PHANTOM.CORP | owned\n(1 row)" in cypher
+    owned_paths = (
+        "2 shortest path(s) from 1 start(s):\n"
+        "  1. SVC_KERB_DEL@PHANTOM.CORP -MemberOf-> DOMAIN USERS@PHANTOM.CORP -ADCSESC3-> "
+        "PHANTOM.CORP\n"
+    )
+    assert owned_paths in cypher, cypher
     job = json.loads(upload_result.splitlines()[-1])
     assert job["status"] == 2 and job["run_id"], job
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]

@@ -1,7 +1,12 @@
-"""Tier zero: worked out here from the raw files of both real collections (the domain, its
-well-known admin users and groups, its AdminSDHolder, every member of those groups at any
-depth) and compared with each domain's `tier-zero` list and each entity's `isTierZero`, on
-both stores; and computed again when a later run adds a member."""
+"""Tier zero: worked out here from the raw files of both real collections and compared with
+each domain's `tier-zero` list and each entity's `isTierZero`, on both stores; and computed
+again when a later run adds a member.
+
+The oracle is the reference's Tier Zero with its default selectors (those enabled from the
+start): the domain, its well-known admin users and groups, its AdminSDHolder; expanded to
+the members of those groups and the contents of OUs and containers at any depth; then to
+the OUs above them, the GPOs linked to those OUs or to the node, and the containers above
+a node whose access list is not protected."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Env, ingest
-from tests.test_entities import closure, listed, members_of
+from tests.test_entities import listed, members_of
 from tests.test_sharphound import SAMPLES, TESTLAB, Expected, low, raw_documents
 
 SUFFIXES = ("-1-5-9", "-500", "-512", "-516", "-518", "-519", "-526", "-527", "-544", "-551")
@@ -32,19 +37,57 @@ def expected_tier_zero(path: Path) -> dict[str, set[str]]:
         .startswith("CN=ADMINSDHOLDER,CN=SYSTEM,")
     }
     members = members_of((s, e) for (s, k, e) in expected.edges if k == "MemberOf")
-    by_domain: dict[str, set[str]] = defaultdict(set)
+    contents: dict[str, set[str]] = defaultdict(set)
+    containers: dict[str, set[str]] = defaultdict(set)  # what contains a node
+    links: dict[str, set[str]] = defaultdict(set)  # the GPOs linked to a node
+    for start, kind, end in expected.edges:
+        if kind == "Contains":
+            contents[start].add(end)
+            containers[end].add(start)
+        elif kind == "GPLink":
+            links[end].add(start)
+
+    def label(oid: str) -> str:
+        return expected.nodes[oid][0] if oid in expected.nodes else ""
+
+    def above(node: str, through: str) -> set[str]:
+        found, todo = set(), [node]
+        while todo:
+            for parent in containers[todo.pop()]:
+                if label(parent) == through and parent not in found:
+                    found.add(parent)
+                    todo.append(parent)
+        return found
+
+    by_domain: dict[str, set[str]] = {}
     for domain in expected.domains:
-        roots = {domain} | {
+        selected = {domain} | {
             oid
-            for oid, (label, node_domain) in expected.nodes.items()
+            for oid, (kind, node_domain) in expected.nodes.items()
             if node_domain == domain
             and (
-                (label in ("User", "Group") and oid.endswith(SUFFIXES))
-                or (label == "Container" and oid in admin_sd_holders)
+                (kind in ("User", "Group") and oid.endswith(SUFFIXES))
+                or (kind == "Container" and oid in admin_sd_holders)
             )
         }
-        for root in roots:
-            by_domain[domain] |= {root} | closure(root, members)
+        todo = list(selected)
+        while todo:
+            node = todo.pop()
+            children = members[node] if label(node) == "Group" else set()
+            if label(node) in ("OU", "Container"):
+                children = contents[node]
+            for child in children:  # a member only named (a stub) too
+                if child not in selected:
+                    selected.add(child)
+                    todo.append(child)
+        parents: set[str] = set()
+        for node in selected:
+            units = above(node, "OU")
+            parents |= units
+            parents |= {g for t in (node, *units) for g in links[t] if label(g) == "GPO"}
+            if expected.props.get(node, {}).get("isaclprotected") is False:
+                parents |= above(node, "Container")
+        by_domain[domain] = selected | parents
     return by_domain
 
 

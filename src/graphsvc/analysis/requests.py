@@ -3,7 +3,7 @@
 
 graphsvc analyses in the transaction of each ingest run (graphsvc.analysis), so its
 pipeline is either ingesting (an upload job holds the ingest lease) or idle; an analysis
-asked for runs in the request's transaction, tier zero marked again after it, and is
+asked for runs in the request's transaction, the graph tagged again after it, and is
 answered 202 once done, as the reference answers its queued request."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from graphsvc import wire
 from graphsvc.analysis import analyze
 from graphsvc.logs import audit
 from graphsvc.store import analysis as store
-from graphsvc.store import tier_zero, uploads
+from graphsvc.store import uploads
 from graphsvc.store.db import Connection
+from graphsvc.tags.tagging import tag_graph
 from graphsvc.uploads.lease import without_ingest
 
 # What the reference answers for a time it has none of (Go's zero time).
@@ -36,6 +37,7 @@ async def request_analysis(conn: Connection, prepared: bool) -> None:
     refusal = "an ingest is under way: it analyses the graph when it ends"
     async with without_ingest(conn, "analysis", refusal):
         run_number = await store.find_latest_run_number(conn)
-        derived = await analyze(conn, run_number, datetime.now(UTC), prepared)
-        await tier_zero.mark_tier_zero(conn)
+        now = datetime.now(UTC)
+        derived = await analyze(conn, run_number, now, prepared)
+        await tag_graph(conn, now)
     audit("analysis.requested", f"analysed the graph: {derived} derived relationships")

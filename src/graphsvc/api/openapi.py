@@ -3,6 +3,7 @@ come from the wire structs the operations answer with."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
@@ -81,8 +82,16 @@ SECURITY: dict[str, list[dict[str, list[str]]]] = {
 }
 
 
-def ref(struct: type) -> dict[str, str]:
+def ref(struct: Any) -> dict[str, Any]:
+    """A schema's reference; a list of a struct (a body that is a JSON array) is an array of
+    its references."""
+    if typing.get_origin(struct) is list:
+        return {"type": "array", "items": ref(typing.get_args(struct)[0])}
     return {"$ref": REF.format(name=struct.__name__)}
+
+
+def structs_of(schema: Any) -> list[type[msgspec.Struct]]:
+    return list(typing.get_args(schema)) if typing.get_origin(schema) is list else [schema]
 
 
 def json_content(schema: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +188,8 @@ def error_responses() -> dict[str, dict[str, Any]]:
 def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
     structs: list[type[msgspec.Struct]] = [wire.ErrorBody]
     for op in operations:
-        structs += [s for s in (op.response, op.request_body, op.download_json) if s is not None]
+        for schema in (op.response, op.request_body, op.download_json):
+            structs += structs_of(schema) if schema is not None else []
     _, schemas = msgspec.json.schema_components(dict.fromkeys(structs), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:

@@ -649,6 +649,24 @@ class QueryText:
 
 
 @dataclass(frozen=True)
+class QueryTexts:
+    """A repeatable text parameter: every value given, in order (none: an empty list)."""
+
+    name: str
+    argument: str
+    description: str
+
+    def parse(self, request: Request, app: Services) -> list[str]:
+        values = request.query.get(self.name, [])
+        if len(values) > MAX_FILTERS:
+            raise bad_request(f"{self.name}: at most {MAX_FILTERS} values", self.name)
+        return [v for v in values if v]
+
+    def document(self) -> list[Document]:
+        return [query_document(self.name, {"type": "string"}, self.description, repeated=True)]
+
+
+@dataclass(frozen=True)
 class QueryUUID:
     name: str
     argument: str

@@ -58,6 +58,7 @@ from graphsvc.api.params import (
     QueryFlag,
     QueryInt32,
     QueryText,
+    QueryTexts,
     Sorting,
     TheCaller,
     TheCypherEngine,
@@ -92,8 +93,11 @@ from graphsvc.store import accounts as store_accounts
 from graphsvc.store import audit as store_audit
 from graphsvc.store import clients as store_clients
 from graphsvc.store import saved_queries as store_saved_queries
+from graphsvc.store import tags as store_tags
 from graphsvc.store import uploads as store_uploads
 from graphsvc.store.paging import SortKey
+from graphsvc.tags import legacy as asset_groups
+from graphsvc.tags import service as tags
 from graphsvc.uploads import jobs
 
 log = logging.getLogger("graphsvc")
@@ -118,7 +122,8 @@ class Operation:
     enterprise_only: bool = False
     # Which credentials it takes: either kind, only a session's JWT, or none.
     authentication: Literal["any", "session", "none"] = "any"
-    request_body: type[msgspec.Struct] | None = None  # decoded, passed as `body`
+    # Decoded, passed as `body`: a struct, or a list of one (a JSON array).
+    request_body: Any = None
     max_body_bytes: int | None = None  # None: the max_body_bytes setting
     writes: bool = False  # runs in a write transaction
     # A write's work that must not run in its transaction (a password's hash, whose 0.2 s of
@@ -193,6 +198,279 @@ IMPORT_TEXT = (
     "description}, the reference's export), a list of them (graphsvc's JSON export, or the "
     "community query library's bundle), or a legacy BloodHound customqueries.json"
 )
+
+
+TAG_ID = PathParameter(
+    "asset_group_tag_id", "tag_id", "Asset group tag id", INT32_SCHEMA, parse_path_int32
+)
+SELECTOR_ID = PathParameter(
+    "asset_group_tag_selector_id",
+    "selector_id",
+    "Selector id",
+    INT32_SCHEMA,
+    parse_path_int32,
+)
+MEMBER_ID = PathParameter(
+    "asset_group_tag_member_id", "member_id", "A member's graph id", INT32_SCHEMA, parse_path_int32
+)
+ASSET_GROUP_ID = PathParameter(
+    "asset_group_id", "asset_group_id", "Asset group id", INT32_SCHEMA, parse_path_int32
+)
+ASSET_GROUP_SELECTOR_ID = PathParameter(
+    "asset_group_selector_id",
+    "asset_group_selector_id",
+    "Asset group selector id",
+    INT32_SCHEMA,
+    parse_path_int32,
+)
+ENVIRONMENTS = QueryTexts(
+    "environments", "environments", "Repeatable: only members of these domains or tenants"
+)
+COUNTS_FLAG = QueryFlag("counts", "counts", False, "Whether to add the counts; default false")
+MEMBER_LIST = (
+    ENVIRONMENTS,
+    Paging(default_limit=50),
+    Filters(store_tags.MEMBER_FILTERS, others=("skip", "limit", "sort_by", "environments")),
+    Sorting(tuple(store_tags.MEMBER_SORT_COLUMNS), (SortKey("id", False),)),
+)
+
+
+def build_tag_operations() -> tuple[Operation, ...]:
+    """The reference's asset-group-tags routes (tags, selectors, members, history), and its
+    older asset-groups routes (graphsvc/tags/legacy.py)."""
+    errors = (*ERRORS, "409")
+    base = f"{V2}/asset-group-tags"
+    tag = f"{base}/{{asset_group_tag_id}}"
+    selector = f"{tag}/selectors/{{asset_group_tag_selector_id}}"
+    group = f"{V2}/asset-groups/{{asset_group_id}}"
+    return (
+        Operation(
+            "GET", base, "GetAssetGroupTags",
+            "The tags: Tier Zero, Owned and the labels added (counts: their selectors and "
+            "members)",
+            tags.list_tags, wire.TagListResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(COUNTS_FLAG, Filters(store_tags.TAG_FILTERS, others=("counts",))),
+        ),
+        Operation(
+            "POST", base, "CreateAssetGroupTag",
+            "Add a label (type 2): a tag of objects the analyst cares about",
+            tags.create_tag, wire.TagResponse, errors, permission=WRITE_GRAPH,
+            parameters=(TheCaller(),), request_body=wire.CreateTagRequest, writes=True,
+            status=201,
+        ),
+        Operation(
+            "POST", f"{base}/search", "SearchAssetGroupTags",
+            "Tags of a type, their selectors and members whose name (or object id) holds the "
+            "text",
+            tags.search_tags, wire.TagSearchResponse, ERRORS, permission=READ_GRAPH,
+            request_body=wire.TagSearchRequest,
+        ),
+        Operation(
+            "POST", f"{base}/preview-selectors", "PreviewSelectors",
+            "What seeds would select under an expansion (0 none, 1 all, 2 children, 3 "
+            "parents), on the graph as it is; nothing is kept",
+            tags.preview_selectors, wire.PreviewResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(
+                TheCypherEngine(),
+                QueryInt32("limit", "limit", "Most members answered; default 200"),
+            ),
+            request_body=wire.PreviewRequest, max_body_bytes=1024 * 1024,
+        ),
+        Operation(
+            "GET", tag, "GetAssetGroupTag", "One tag",
+            tags.get_tag, wire.TagOneResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID,),
+        ),
+        Operation(
+            "PATCH", tag, "UpdateAssetGroupTag",
+            "Rename a label or change a tag's description (Tier Zero and Owned keep their "
+            "names)",
+            tags.update_tag, wire.TagResponse, errors, permission=WRITE_GRAPH,
+            parameters=(TheCaller(), TAG_ID), request_body=wire.UpdateTagRequest, writes=True,
+        ),
+        Operation(
+            "DELETE", tag, "DeleteAssetGroupTag",
+            "Delete a label, its selectors and its members (not Tier Zero nor Owned)",
+            tags.delete_tag, None, ERRORS, permission=WRITE_GRAPH,
+            parameters=(TheCaller(), TAG_ID), writes=True, status=204,
+        ),
+        Operation(
+            "GET", f"{tag}/members", "GetAssetGroupMembersByTag",
+            "A tag's members, one page",
+            tags.list_tag_members, wire.PagedMembers, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID, *MEMBER_LIST),
+        ),
+        Operation(
+            "GET", f"{tag}/exposure", "ListAssetGroupTagExposure",
+            "The principals with a path to a tag's members, shortest first, with their first "
+            "step; and the share of enabled users among them",
+            paths.list_tag_exposure, wire.ExposureList, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID, Paging(default_limit=10), ThePathIndex()),
+        ),
+        Operation(
+            "GET", f"{tag}/members/counts", "GetAssetGroupTagMemberCountsByKind",
+            "How many members a tag has, in all and by kind",
+            tags.count_tag_members, wire.MemberCountsResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID, ENVIRONMENTS),
+        ),
+        Operation(
+            "GET", f"{tag}/members/{{asset_group_tag_member_id}}", "GetAssetGroupTagMemberInfo",
+            "One member of a tag: its properties and the selectors that selected it",
+            tags.get_tag_member, wire.MemberInfoResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID, MEMBER_ID),
+        ),
+        Operation(
+            "GET", f"{tag}/selectors", "GetAssetGroupTagSelectors",
+            "A tag's selectors with their seeds, one page (counts: the members each selects)",
+            tags.list_selectors, wire.PagedSelectors, ERRORS, permission=READ_GRAPH,
+            parameters=(
+                TAG_ID,
+                COUNTS_FLAG,
+                Paging(default_limit=50),
+                Filters(
+                    store_tags.SELECTOR_FILTERS,
+                    others=("skip", "limit", "sort_by", "counts", "environments"),
+                ),
+                Sorting(tuple(store_tags.SELECTOR_SORT_COLUMNS), (SortKey("id", False),)),
+            ),
+        ),
+        Operation(
+            "POST", f"{tag}/selectors", "CreateAssetGroupTagSelector",
+            "Add a selector to a tag (object-id or Cypher seeds); its members are selected at "
+            "once",
+            tags.create_selector, wire.SelectorResponse, errors, permission=WRITE_GRAPH,
+            parameters=(TheCypherEngine(), TheCaller(), TAG_ID),
+            request_body=wire.CreateSelectorRequest, max_body_bytes=1024 * 1024, writes=True,
+            status=201,
+        ),
+        Operation(
+            "GET", selector, "GetAssetGroupTagSelector", "One selector of a tag",
+            tags.get_selector, wire.SelectorOneResponse, ERRORS, permission=READ_GRAPH,
+            parameters=(TAG_ID, SELECTOR_ID),
+        ),
+        Operation(
+            "PATCH", selector, "UpdateAssetGroupTagSelector",
+            "Change a selector, or enable or disable it (a default one: only that and its "
+            "certification); its members are selected again at once",
+            tags.update_selector, wire.SelectorResponse, errors, permission=WRITE_GRAPH,
+            parameters=(TheCypherEngine(), TheCaller(), TAG_ID, SELECTOR_ID),
+            request_body=wire.UpdateSelectorRequest, max_body_bytes=1024 * 1024, writes=True,
+        ),
+        Operation(
+            "DELETE", selector, "DeleteAssetGroupTagSelector",
+            "Delete a selector (not a default one) and what it alone selected",
+            tags.delete_selector, None, ERRORS, permission=WRITE_GRAPH,
+            parameters=(TheCaller(), TAG_ID, SELECTOR_ID), writes=True, status=204,
+        ),
+        Operation(
+            "GET", f"{selector}/members", "GetAssetGroupMembersBySelector",
+            "The members a selector selected, one page (409 while it is disabled)",
+            tags.list_selector_members, wire.PagedMembers, errors, permission=READ_GRAPH,
+            parameters=(TAG_ID, SELECTOR_ID, *MEMBER_LIST),
+        ),
+        Operation(
+            "GET", f"{selector}/members/counts", "GetAssetGroupSelectorMemberCountsByKind",
+            "How many members a selector selected, in all and by kind",
+            tags.count_selector_members, wire.MemberCountsResponse, ERRORS,
+            permission=READ_GRAPH, parameters=(TAG_ID, SELECTOR_ID, ENVIRONMENTS),
+        ),
+        Operation(
+            "GET", f"{V2}/asset-group-tags-history", "GetAssetGroupTagHistory",
+            "The changes made to tags and selectors, newest first, one page",
+            tags.list_history, wire.PagedHistory, ERRORS, permission=READ_GRAPH,
+            parameters=(
+                Filters(store_tags.HISTORY_FILTERS),
+                Sorting(tuple(store_tags.HISTORY_SORT_COLUMNS), (SortKey("created_at", True),)),
+                Paging(default_limit=50),
+            ),
+        ),
+        Operation(
+            "POST", f"{V2}/asset-group-tags-history", "SearchAssetGroupTagHistory",
+            "The changes whose actor, email, action or target holds the text, one page",
+            tags.search_history, wire.PagedHistory, ERRORS, permission=READ_GRAPH,
+            parameters=(Paging(default_limit=50),), request_body=wire.HistorySearchRequest,
+        ),
+        Operation(
+            "GET", f"{V2}/asset-groups", "ListAssetGroups",
+            "The asset groups (the tags, the older way): Admin Tier Zero, Owned, the labels",
+            asset_groups.list_asset_groups, wire.AssetGroupListResponse, ERRORS,
+            permission=READ_GRAPH,
+            parameters=(Filters(asset_groups.ASSET_GROUP_FILTERS, others=("sort_by",)),),
+        ),
+        Operation(
+            "POST", f"{V2}/asset-groups", "CreateAssetGroup",
+            "Add an asset group (a label) with its tag",
+            asset_groups.create_asset_group, wire.AssetGroupResponse, errors,
+            permission=WRITE_GRAPH, parameters=(TheCaller(),),
+            request_body=wire.CreateAssetGroupRequest, writes=True, status=201,
+        ),
+        Operation(
+            "GET", group, "GetAssetGroup", "One asset group",
+            asset_groups.get_asset_group, wire.AssetGroupResponse, ERRORS,
+            permission=READ_GRAPH, parameters=(ASSET_GROUP_ID,),
+        ),
+        Operation(
+            "PUT", group, "UpdateAssetGroup", "Rename an asset group (not a system one)",
+            asset_groups.rename_asset_group, wire.AssetGroupResponse, errors,
+            permission=WRITE_GRAPH, parameters=(TheCaller(), ASSET_GROUP_ID),
+            request_body=wire.UpdateAssetGroupRequest, writes=True,
+        ),
+        Operation(
+            "DELETE", group, "DeleteAssetGroup",
+            "Delete an asset group (409 for Admin Tier Zero and Owned)",
+            asset_groups.delete_asset_group, None, errors, permission=WRITE_GRAPH,
+            parameters=(TheCaller(), ASSET_GROUP_ID), writes=True, status=204,
+        ),
+        Operation(
+            "GET", f"{group}/custom-selectors", "GetAssetGroupCustomMemberCount",
+            "How many selectors of an asset group are not system ones",
+            asset_groups.count_custom_selectors, wire.CustomSelectorCountResponse, ERRORS,
+            permission=READ_GRAPH, parameters=(ASSET_GROUP_ID,),
+        ),
+        *(
+            Operation(
+                method, f"{group}/selectors", operation_id,
+                "Add and remove an asset group's object-id selectors by name "
+                "([{selector_name, sid, action: add|remove}]); its members follow at once"
+                + (" (deprecated: PUT)" if method == "POST" else ""),
+                asset_groups.change_selectors, wire.SelectorChangesResponse, errors,
+                permission=WRITE_GRAPH,
+                parameters=(TheCypherEngine(), TheCaller(), ASSET_GROUP_ID),
+                request_body=list[wire.SelectorChange], max_body_bytes=4 * 1024 * 1024,
+                writes=True, status=201,
+            )
+            for method, operation_id in (
+                ("PUT", "UpdateAssetGroupSelectors"),
+                ("POST", "UpdateAssetGroupSelectorsDeprecated"),
+            )
+        ),
+        Operation(
+            "DELETE", f"{group}/selectors/{{asset_group_selector_id}}",
+            "DeleteAssetGroupSelector",
+            "Remove one selector of an asset group (409 for a system one)",
+            asset_groups.delete_asset_group_selector, None, errors, permission=WRITE_GRAPH,
+            parameters=(TheCaller(), ASSET_GROUP_ID, ASSET_GROUP_SELECTOR_ID), writes=True,
+            status=204,
+        ),
+        Operation(
+            "GET", f"{group}/members", "ListAssetGroupMembers",
+            "An asset group's members, one page",
+            asset_groups.list_asset_group_members, wire.PagedAssetGroupMembers, ERRORS,
+            permission=READ_GRAPH,
+            parameters=(
+                ASSET_GROUP_ID,
+                Paging(default_limit=100),
+                Filters(asset_groups.MEMBER_FILTERS),
+                Sorting(asset_groups.MEMBER_SORT, (SortKey("object_id", False),)),
+            ),
+        ),
+        Operation(
+            "GET", f"{group}/members/counts", "ListAssetGroupMemberCountsByKind",
+            "How many members an asset group has, in all and by kind",
+            asset_groups.count_asset_group_members, wire.MemberCountsResponse, ERRORS,
+            permission=READ_GRAPH, parameters=(ASSET_GROUP_ID,),
+        ),
+    )  # fmt: skip
 
 
 def build_saved_query_operations() -> tuple[Operation, ...]:
@@ -869,6 +1147,30 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
     ),
     Operation(
+        "GET",
+        f"{V2}/graphs/paths-between",
+        "ListPathsBetween",
+        "Shortest paths from each of a set of objects (a tag's members, or object ids) to the "
+        "nearest of another set: the starts nearest first, at most `limit` paths",
+        paths.find_paths_between,
+        wire.PathSetResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(
+            QueryText("start_tag", "start_tag", "The starts: a tag's id or name (owned...)"),
+            QueryText("start_nodes", "start_nodes", "The starts: object ids, comma-separated"),
+            QueryText("end_tag", "end_tag", "The ends: a tag's id or name (tier-zero...)"),
+            QueryText("end_nodes", "end_nodes", "The ends: object ids, comma-separated"),
+            QueryText(
+                "relationship_kinds",
+                "relationship_kinds",
+                "in:Kind1,Kind2 or nin:Kind1,Kind2, as shortest-path takes it",
+            ),
+            Paging(default_limit=100),
+            ThePathIndex(),
+        ),
+    ),
+    Operation(
         "POST",
         f"{V2}/graphs/cypher",
         "RunCypherQuery",
@@ -1138,5 +1440,6 @@ OPERATIONS: tuple[Operation, ...] = (
         prepare=prepare_secret_change,
     ),
     *build_saved_query_operations(),
+    *build_tag_operations(),
     *build_entity_operations(),
 )

@@ -133,30 +133,86 @@ def find(text: str, kind: str | None, limit: int, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("start")
-@click.argument("end")
+@click.argument("start", required=False)
+@click.argument("end", required=False)
+@click.option("--from-tag", default=None, help="Start from a tag's members (owned...).")
+@click.option("--to-tag", default=None, help="End at a tag's members (tier-zero...).")
 @click.option(
     "--kinds",
     default=None,
     help="in:Kind1,Kind2 or nin:Kind1,Kind2 (default: the traversable kinds)",
 )
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="With a tag: the most paths.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
-def path(start: str, end: str, kinds: str | None, as_json: bool) -> None:
+def path(
+    start: str | None,
+    end: str | None,
+    from_tag: str | None,
+    to_tag: str | None,
+    kinds: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
     """Every shortest path from START to END (object ids, or names), as
-    GET /api/v2/graphs/shortest-path finds them, one a line."""
-    from graphsvc.graph.paths import PathIndex, find_shortest_paths
+    GET /api/v2/graphs/shortest-path finds them, one a line. With --from-tag instead of
+    START, or --to-tag instead of END (or both), the shortest paths from each start to the
+    nearest end, as GET /api/v2/graphs/paths-between finds them:
+    `graphsvc path --from-tag owned --to-tag tier-zero`."""
+    from graphsvc.graph.paths import PathIndex, find_paths_between, find_shortest_paths
 
+    given = [start, end]
+    if from_tag is not None and end is None:  # `path --from-tag owned END`
+        given = [None, start]
+    for value, tag, what in ((given[0], from_tag, "START"), (given[1], to_tag, "END")):
+        if (value is None) == (tag is None):
+            option = "--from-tag" if what == "START" else "--to-tag"
+            raise click.UsageError(f"give {what} or {option}, one of the two")
     settings = load_settings()
     ends: list[str] = []
 
-    async def work(conn: database.Connection) -> wire.PathGraphResponse:
-        for text, what in ((start, "START"), (end, "END")):
-            ends.append((await find_named_node(conn, text, what)).object_id)
+    async def work(conn: database.Connection) -> wire.PathGraphResponse | wire.PathSetResponse:
+        for text, what in ((given[0], "START"), (given[1], "END")):
+            if text is not None:
+                ends.append((await find_named_node(conn, text, what)).object_id)
         index = PathIndex(folder=settings.resolved_path_index_folder())
-        return await find_shortest_paths(conn, index, ends[0], ends[1], kinds)
+        if from_tag is None and to_tag is None:
+            return await find_shortest_paths(conn, index, ends[0], ends[1], kinds)
+        named = iter(ends)
+        start_nodes = None if from_tag is not None else next(named)
+        end_nodes = None if to_tag is not None else next(named)
+        return await find_paths_between(
+            conn, index, from_tag, start_nodes, to_tag, end_nodes, kinds, Page(0, limit)
+        )
 
     found = read_store(settings, work)
-    emit(as_json, found, describe_paths(found.data, *ends))
+    if isinstance(found, wire.PathSetResponse):
+        emit(as_json, found, describe_path_set(found.data))
+    else:
+        emit(as_json, found, describe_paths(found.data, *ends))
+
+
+def describe_path_set(found: wire.PathSet) -> str:
+    """The paths between two sets, one a line, as the answer lists them."""
+    if not found.paths:
+        return "no path"
+    names = {key: node.label for key, node in found.nodes.items()}
+    lines = [
+        f"{len(found.paths)}{' (first)' if found.truncated else ''} shortest path(s) from "
+        f"{found.reaching} start(s):"
+    ]
+    for number, path in enumerate(found.paths, 1):
+        edges = [found.edges[at] for at in path]
+        steps = "".join(f" -{e.kind}-> {names[e.target]}" for e in edges)
+        lines.append(f"  {number}. {names[edges[0].source]}{steps}")
+    if found.truncated:
+        lines.append("  ... more: --limit")
+    return "\n".join(lines)
 
 
 async def find_named_node(conn: database.Connection, text: str, what: str) -> graph.StoredNode:
@@ -232,26 +288,39 @@ def describe_paths(graph: wire.PathGraph, start: str, end: str) -> str:
 
 
 @click.command()
-@click.argument("domain")
+@click.argument("domain", required=False)
+@click.option("--tag", default=None, help="Instead of a domain's tier zero: a tag's members.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
-def exposure(domain: str, limit: int, as_json: bool) -> None:
+def exposure(domain: str | None, tag: str | None, limit: int, as_json: bool) -> None:
     """Who has a path to DOMAIN's tier zero (its object id or name), shortest first, and the share
-    of its enabled users who do, as GET /api/v2/domains/{object_id}/exposure answers."""
-    from graphsvc.graph.paths import PathIndex, list_exposure
+    of its enabled users who do, as GET /api/v2/domains/{object_id}/exposure answers; with
+    --tag, who has a path to a tag's members (GET /api/v2/asset-group-tags/{id}/exposure)."""
+    from graphsvc.graph.paths import PathIndex, list_exposure, list_tag_exposure
+    from graphsvc.store.tags import find_tag_by_reference, list_tags
 
+    if (domain is None) == (tag is None):
+        raise click.UsageError("give DOMAIN or --tag, one of the two")
     settings = load_settings()
 
     async def work(conn: database.Connection) -> wire.ExposureList:
         index = PathIndex(folder=settings.resolved_path_index_folder())
+        if tag is not None:
+            found = await find_tag_by_reference(conn, tag)
+            if found is None:
+                known = ", ".join(t.name for t in await list_tags(conn))
+                raise not_found(f"no tag {tag!r}; the tags: {known}", "--tag")
+            return await list_tag_exposure(conn, index, found.id, Page(0, limit))
+        assert domain is not None
         domain_id = (await find_named_node(conn, domain, "DOMAIN")).object_id
         return await list_exposure(conn, index, domain_id, Page(0, limit))
 
     found = read_store(settings, work)
     users = found.users
+    target = "tier zero" if tag is None else f"the members of {tag}"
     lines = [
         f"{users.exposed} of {users.enabled} enabled users ({100 * users.share:.1f}%) have a "
-        f"path to tier zero; {found.count} principals in all:",
+        f"path to {target}; {found.count} principals in all:",
         *(
             f"  {e.length}  {e.name} ({e.label}) -{e.firstHop.kind}-> {e.firstHop.name}"
             for e in found.data

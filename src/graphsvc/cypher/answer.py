@@ -109,15 +109,15 @@ def node_entry(
     if include_properties:
         lastseen = iso_time(moment) if moment is not None else None
         properties = cypher_properties(
-            text, object_id, name, lastseen, bool(graph.nodes.tier_zero[node])
+            text, object_id, name, lastseen, graph.nodes.system_tags(node)
         )
     return wire.CypherNode(
         label=name or object_id or "",
         kind=primary_kind(labels),
         kinds=list(labels),
         objectId=object_id or "",
-        isTierZero=bool(graph.nodes.tier_zero[node]),
-        isOwnedObject=False,
+        isTierZero=graph.nodes.is_tier_zero(node),
+        isOwnedObject=graph.nodes.is_owned(node),
         lastSeen=(moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment)
         or now,
         properties=properties,

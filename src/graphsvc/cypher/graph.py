@@ -4,16 +4,20 @@ version of the graph and kept by the process (`NodeTables`), so that one version
 graph serves both paths and queries.
 
 Labels are each node's kinds as ingest stored them (`Base` on AD objects, `AZBase` on Azure
-ones) and `Tag_Tier_Zero` on the nodes of a domain's tier zero, whose `system_tags` property
-is then `admin_tier_0`, as the reference's. Every node's `objectid` and `name` are its
-columns', and `lastseen` is when it was last written.
+ones) and the label of each tag it is a member of (graphsvc/tags: `Tag_Tier_Zero`,
+`Tag_Owned`...); its `system_tags` property holds `admin_tier_0` in Tier Zero and `owned` when
+owned, as the reference's older tagging wrote them. Every node's `objectid` and `name` are its
+columns', and `lastseen` is when it was last written. Tags change without a new version of
+the graph (an analyst marks a node owned): the table follows them by the version of the
+store's tags, read once each time the store's data version moves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,15 +28,17 @@ from graphsvc.cypher.values import equals
 from graphsvc.graph.path_index import node_dtype
 from graphsvc.store import cypher as store
 from graphsvc.store import paths as store_paths
+from graphsvc.store import tags as store_tags
 from graphsvc.store.db import Connection
+from graphsvc.store.tags import OWNED_TAG_ID, TIER_ZERO_TAG_ID, tag_kind
 
 if TYPE_CHECKING:
     from graphsvc.graph.path_index import GraphIndex
     from graphsvc.graph.paths import PathIndex
     from graphsvc.store.paths import GraphVersion
 
-TIER_ZERO_LABEL = "Tag_Tier_Zero"
-TIER_ZERO_TAG = "admin_tier_0"
+# The reference's older tags in `system_tags`, of the two tags its clients read them from.
+SYSTEM_TAGS = {TIER_ZERO_TAG_ID: "admin_tier_0", OWNED_TAG_ID: "owned"}
 OBJECT_IDS_KEPT = 100_000  # object ids a node table keeps found (about 10 MB at most)
 
 
@@ -45,10 +51,10 @@ def iso_time(moment: datetime) -> str:
 
 @dataclass
 class NodeTable:
-    """Every node of one version of the graph, by id (ids are positions): its labels, whether
-    it is in tier zero and when it was last written, and a column for each property a query
-    has read. A property is held only once a query reads it: its column is read from the
-    store (one statement a chunk of nodes) before that query runs, and kept with the table.
+    """Every node of one version of the graph, by id (ids are positions): its labels, its
+    tags and when it was last written, and a column for each property a query has read. A
+    property is held only once a query reads it: its column is read from the store (one
+    statement a chunk of nodes) before that query runs, and kept with the table.
     The whole property maps (`properties(n)`, `keys(n)`, `n[key]`, `n {.*}`) are read, once
     a version, by the first query that needs them."""
 
@@ -58,7 +64,10 @@ class NodeTable:
     label_set_of: npt.NDArray[np.int32]  # by id: its set's position (-1: no node)
     by_label: dict[str, npt.NDArray[np.signedinteger[Any]]]  # label -> its nodes' ids, ascending
     updated: npt.NDArray[np.float64]  # by id: when last written, epoch seconds (NaN: never)
-    tier_zero: npt.NDArray[np.bool_]
+    kind_labels: KindLabels  # the labels of the nodes' kinds alone, which tags are added to
+    tags: dict[int, tuple[int, ...]] = field(default_factory=dict)  # node -> its tags' ids
+    tags_version: int = -1  # the store's (store/tags.py read_tags_version)
+    tags_checked_at: int | None = None  # the data version the tags were last found current at
     columns: dict[str, Column] = field(default_factory=dict)
     texts: list[str | None] | None = None  # whole property maps as JSON text, once read
     parsed: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -117,25 +126,86 @@ class NodeTable:
                 self.columns["objectid"].value(node),
                 self.columns["name"].value(node),
                 self.columns["lastseen"].value(node),
-                bool(self.tier_zero[node]),
+                self.system_tags(node),
             )
             self.parsed[node] = found
         return found
 
     def derived_column(self, key: str) -> Column:
         """A column the table makes without the store: `lastseen` from the times, and
-        `system_tags` from tier zero."""
+        `system_tags` from the tags."""
         size = self.label_set_of.size
         held: list[Any] = [None] * size
+        present = np.zeros(size, dtype=bool)
         if key == "lastseen":
             present = ~np.isnan(self.updated)
             for node in np.flatnonzero(present).tolist():
                 held[node] = iso_time(datetime.fromtimestamp(float(self.updated[node]), UTC))
         else:
-            present = self.tier_zero.copy()
-            for node in np.flatnonzero(present).tolist():
-                held[node] = TIER_ZERO_TAG
+            for node in self.tags:
+                held[node] = self.system_tags(node)
+                present[node] = held[node] is not None
         return Column.of(held, present, {"string"} if present.any() else set())
+
+    def system_tags(self, node: int) -> str | None:
+        """`admin_tier_0` and `owned`, space-separated, as the node is in each (or None)."""
+        found = [SYSTEM_TAGS[t] for t in self.tags.get(node, ()) if t in SYSTEM_TAGS]
+        return " ".join(found) or None
+
+    def is_tier_zero(self, node: int) -> bool:
+        return TIER_ZERO_TAG_ID in self.tags.get(node, ())
+
+    def is_owned(self, node: int) -> bool:
+        return OWNED_TAG_ID in self.tags.get(node, ())
+
+    def with_tags(self, version: int, members: Sequence[tuple[int, str, int]]) -> NodeTable:
+        """This table with the tags' members (tag id, tag name, node) as they are at
+        `version`: a table of its own, since queries may be reading this one in threads; it
+        shares the columns but `system_tags`, which follows the tags."""
+        kinds = self.kind_labels
+        tags: dict[int, list[int]] = {}
+        names: dict[int, str] = {}
+        for tag_id, name, node in members:
+            if 0 <= node < kinds.label_set_of.size and kinds.label_set_of[node] >= 0:
+                tags.setdefault(node, []).append(tag_id)
+                names[tag_id] = tag_kind(name)
+        label_sets = list(kinds.label_sets)
+        positions = {labels: at for at, labels in enumerate(label_sets)}
+        label_set_of = kinds.label_set_of.copy()
+        by_tag: dict[str, list[int]] = {}
+        for node, tag_ids in tags.items():
+            tag_ids.sort()
+            tag_labels = tuple(names[t] for t in tag_ids)
+            labels = (*kinds.label_sets[int(kinds.label_set_of[node])], *tag_labels)
+            label_set_of[node] = positions.setdefault(labels, len(positions))
+            if len(positions) > len(label_sets):
+                label_sets.append(labels)
+            for label in tag_labels:
+                by_tag.setdefault(label, []).append(node)
+        dtype = self.ids.dtype
+        by_label = {**kinds.by_label}
+        for label, nodes in by_tag.items():
+            by_label[label] = np.array(sorted(nodes), dtype=dtype)
+        columns = {k: v for k, v in self.columns.items() if k != "system_tags"}
+        return replace(
+            self,
+            label_sets=label_sets,
+            label_set_of=label_set_of,
+            by_label=by_label,
+            tags={node: tuple(ids) for node, ids in tags.items()},
+            tags_version=version,
+            columns=columns,
+            parsed={},
+        )
+
+
+@dataclass(frozen=True)
+class KindLabels:
+    """The nodes' labels from their kinds alone (NodeTable's fields of the same names)."""
+
+    label_sets: list[tuple[str, ...]]
+    label_set_of: npt.NDArray[np.int32]
+    by_label: dict[str, npt.NDArray[np.signedinteger[Any]]]
 
 
 def cypher_properties(
@@ -143,13 +213,12 @@ def cypher_properties(
     object_id: str | None,
     name: str | None,
     lastseen: str | None,
-    tier_zero: bool,
+    tags: str | None,
 ) -> dict[str, Any]:
     """A node's properties as queries read them and answers show them: its stored JSON's,
     with `objectid`, `name`, `lastseen` and `system_tags` the table's (module docstring)."""
     parsed = json.loads(text) if text else {}
     found: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-    tags = TIER_ZERO_TAG if tier_zero else None
     for key, value in (
         ("objectid", object_id),
         ("name", name),
@@ -398,8 +467,9 @@ class NodeTables:
                 read_store = self.current is None or self.current.version != index.version
                 if read_store:
                     self.current = await load_node_table(conn, index.version, index.size)
-                table = self.current
-                assert table is not None
+                assert self.current is not None
+                table = self.current = await current_tags(conn, self.current, paths)
+                read_store |= table.tags_checked_at is None
                 read_store |= await read_columns(conn, table, needs)
                 edges = None
                 if needs.relationship_properties:
@@ -414,6 +484,49 @@ class NodeTables:
                 found = await table.object_ids(conn, needs.object_ids) if needs.object_ids else {}
                 return QueryGraph(index, table, kind_names, edges, found)
         raise RuntimeError("the graph kept changing while a query read it")
+
+
+async def current_tags(conn: Connection, table: NodeTable, paths: PathIndex) -> NodeTable:
+    """The table with the tags as they are now: read again only when the store's data
+    version has moved since they were last found current (and then only if the tags'
+    version moved too). The table answered was found current at the data version known
+    now, or (unknown, or no database: a CLI command) not at all."""
+    data_version = paths.db.data_version() if paths.db is not None else None
+    if data_version is not None and data_version == table.tags_checked_at:
+        return table
+    version = await store_tags.read_tags_version(conn)
+    if version != table.tags_version:
+        table = table.with_tags(version, await store_tags.read_all_members(conn))
+    table.tags_checked_at = data_version
+    return table
+
+
+class TransactionGraph:
+    """The graph as the caller's transaction sees it, for the Cypher seeds of tags at the
+    end of an ingest, whose graph no other connection sees yet: built for it at the first
+    query, never kept by the process. `edge_kinds`: the only relationship kinds its queries
+    follow (None: any), so that a graph of a million nodes is not read whole for seeds that
+    mostly match nodes alone."""
+
+    def __init__(self, edge_kinds: Sequence[str] | None = None) -> None:
+        self.edge_kinds = edge_kinds
+        self.index: GraphIndex | None = None
+        self.table: NodeTable | None = None
+
+    async def read(self, conn: Connection, needs: Needs) -> QueryGraph:
+        from graphsvc.graph.path_index import build_index
+
+        if self.index is None or self.table is None:
+            version = await store_paths.read_graph_version(conn)
+            self.index = await build_index(conn, version, self.edge_kinds)
+            table = await load_node_table(conn, version, self.index.size)
+            version_of_tags = await store_tags.read_tags_version(conn)
+            self.table = table.with_tags(version_of_tags, await store_tags.read_all_members(conn))
+        await read_columns(conn, self.table, needs)
+        edges = await load_edge_properties(conn) if needs.relationship_properties else None
+        found = await self.table.object_ids(conn, needs.object_ids) if needs.object_ids else {}
+        kind_names = {v: k for k, v in self.index.kind_ids.items()}
+        return QueryGraph(self.index, self.table, kind_names, edges, found)
 
 
 async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> bool:
@@ -449,23 +562,20 @@ async def read_columns(conn: Connection, table: NodeTable, needs: Needs) -> bool
 
 
 async def load_node_table(conn: Connection, version: GraphVersion, size: int) -> NodeTable:
+    """The table without tags (`with_tags` adds them)."""
     ids: list[int] = []
     updated = np.full(size, np.nan, dtype=np.float64)
-    tier_zero = np.zeros(size, dtype=bool)
     label_set_of = np.full(size, -1, dtype=np.int32)
     label_sets: dict[tuple[str, ...], int] = {}
     parsed_kinds: dict[str, tuple[str, ...]] = {}  # a few distinct texts for a million nodes
     members: dict[str, list[int]] = {}
     async for rows in store.read_node_chunks(conn):
-        for node, kinds, moment, zero in rows:
+        for node, kinds, moment in rows:
             if node >= size:  # written after the index was read: the next version has it
                 continue
             labels = parsed_kinds.get(kinds)
             if labels is None:
                 labels = parsed_kinds[kinds] = tuple(json.loads(kinds))
-            if zero:
-                labels = (*labels, TIER_ZERO_LABEL)
-                tier_zero[node] = True
             position = label_sets.setdefault(labels, len(label_sets))
             label_set_of[node] = position
             for label in labels:
@@ -475,14 +585,15 @@ async def load_node_table(conn: Connection, version: GraphVersion, size: int) ->
                 if moment.tzinfo is None:
                     moment = moment.replace(tzinfo=UTC)
                 updated[node] = moment.timestamp()
+    by_label = {label: np.array(nodes, dtype=node_dtype(size)) for label, nodes in members.items()}
     return NodeTable(
         version,
         np.array(ids, dtype=node_dtype(size)),  # 4 bytes a node below 2**31 nodes
         list(label_sets),
         label_set_of,
-        {label: np.array(nodes, dtype=node_dtype(size)) for label, nodes in members.items()},
+        by_label,
         updated,
-        tier_zero,
+        KindLabels(list(label_sets), label_set_of, by_label),
     )
 
 

@@ -18,6 +18,7 @@ from graphsvc import wire
 from graphsvc.errors import bad_request
 from graphsvc.logs import audit
 from graphsvc.store import clearing
+from graphsvc.store import tags as store_tags
 from graphsvc.store.db import Connection
 from graphsvc.uploads.lease import without_ingest
 
@@ -38,6 +39,7 @@ class Clearing:
     relationships: tuple[str, ...]
     ingest_history: bool
     data_quality_history: bool
+    asset_group_selectors: tuple[int, ...] = ()  # the tags whose own selectors to delete
 
     @property
     def graph(self) -> bool:
@@ -64,13 +66,13 @@ async def check_clearing(conn: Connection, body: wire.ClearDatabaseRequest) -> C
         raise bad_request(NOTHING_SELECTED, "body")
     if body.deleteCollectedGraphData and (body.deleteSourceKinds or body.deleteRelationships):
         raise bad_request(NOT_COMBINED, "body")
-    if body.deleteAssetGroupSelectors:
-        # graphsvc keeps no asset groups yet: every id names none (the reference deletes the
-        # selectors of the groups it names).
-        raise bad_request(
-            f"no asset group {body.deleteAssetGroupSelectors[0]}: graphsvc keeps none",
-            "deleteAssetGroupSelectors",
-        )
+    groups = tuple(dict.fromkeys(body.deleteAssetGroupSelectors))
+    for group in groups:
+        if await store_tags.find_tag(conn, group) is None:
+            raise bad_request(
+                f"no asset group {group} (GET /api/v2/asset-groups lists them)",
+                "deleteAssetGroupSelectors",
+            )
     known = {kind.id: kind.name for kind in await clearing.list_source_kinds(conn)}
     names = []
     for kind_id in dict.fromkeys(body.deleteSourceKinds):
@@ -97,6 +99,7 @@ async def check_clearing(conn: Connection, body: wire.ClearDatabaseRequest) -> C
         relationships,
         body.deleteFileIngestHistory,
         body.deleteDataQualityHistory,
+        groups,
     )
 
 
@@ -134,6 +137,11 @@ async def clear_now(conn: Connection, asked: Clearing, options: dict[str, object
     if asked.data_quality_history:
         await clearing.delete_data_quality_history(conn)
         done.append("data quality history")
+    if asked.asset_group_selectors:
+        # The selectors people added (Owned's marks, a label's); the defaults stay.
+        await store_tags.delete_custom_selectors(conn, asked.asset_group_selectors)
+        await store_tags.rebuild_members(conn)
+        done.append("custom asset group selectors")
     for part in dict.fromkeys(done):
         audit("data.deleted", f"deleted {part}", delete_request_successful=part)
     return list(dict.fromkeys(done))

@@ -18,6 +18,7 @@ import msgspec
 from graphsvc import wire
 from graphsvc.errors import ApiError, not_found
 from graphsvc.store import entities
+from graphsvc.store import tags as store_tags
 from graphsvc.store.db import Connection
 from graphsvc.store.entities import Walk
 from graphsvc.store.graph import ACL_KINDS
@@ -306,7 +307,14 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
             # time, ingest/sources.Source.collection_time).
             "lastseen": entity.seen,
             "isTierZero": entity.is_tier_zero,
+            "isOwnedObject": entity.is_owned,
         }
+        system_tags = " ".join(
+            tag for tag, held in (("admin_tier_0", entity.is_tier_zero), ("owned", entity.is_owned))
+            if held
+        )  # fmt: skip
+        if system_tags:
+            props["system_tags"] = system_tags
         return response(data(props=props, **numbers))
 
     get_entity.__name__ = f"get_{segment}_entity"
@@ -326,9 +334,17 @@ def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedRe
         total, rows = await entities.list_reached(
             conn, start, entry.walk, sort, page.skip, page.limit
         )
-        held = await entities.holdings(conn, start, entry.walk, [node_id for node_id, _ in rows])
+        ids = [node_id for node_id, _ in rows]
+        held = await entities.holdings(conn, start, entry.walk, ids)
+        tagged = await store_tags.read_tag_labels(conn, ids)
         related = [
-            wire.RelatedNode(row.objectID, row.name, row.label, row.kinds, held.get(node_id, []))
+            wire.RelatedNode(
+                row.objectID,
+                row.name,
+                row.label,
+                [*row.kinds, *tagged.get(node_id, [])],
+                held.get(node_id, []),
+            )
             for node_id, row in rows
         ]
         return wire.PagedRelatedNodeList(total, page.skip, page.limit, related)

@@ -24,7 +24,7 @@ async def search(conn: Connection, q: str, kind: str | None, page: Page) -> wire
             type=n.label,
             name=n.name,
             distinguishedname=str(n.properties.get("distinguishedname", "")),
-            system_tags="",
+            system_tags=n.system_tags,
         )
         for n in found
     ]

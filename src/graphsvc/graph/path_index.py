@@ -201,6 +201,42 @@ class GraphIndex:
             frontier = reached
         return distance, hop, hop_kind
 
+    def paths_between(
+        self, starts: Sequence[int], targets: Sequence[int], allowed: npt.NDArray[np.bool_],
+        limit: int,
+    ) -> SetPaths:  # fmt: skip
+        """Shortest paths from each start to the targets nearest it: one search back from
+        all targets at once gives every node's distance, then each start's paths are walked
+        down the distances, the starts nearest first (then by id), until `limit` paths. A
+        start that is a target has none. Two edges of different kinds between the same
+        nodes make two paths, as in Cypher."""
+        ends = np.unique(np.array(targets, dtype=np.int64))
+        distance, _, _ = self.distances_to(ends, allowed)
+        firsts = np.unique(np.array(starts, dtype=np.int64))
+        firsts = firsts[firsts < self.size]
+        reaching = firsts[distance[firsts] > 0]
+        reaching = reaching[np.lexsort((reaching, distance[reaching]))]
+        found: list[list[tuple[int, int, int]]] = []
+        for start in reaching.tolist():
+            trail: list[tuple[int, int, int]] = []
+            # Depth first, each entry a node, the edge that led to it, and its depth.
+            stack: list[tuple[int, tuple[int, int, int] | None, int]] = [(start, None, 0)]
+            while stack:
+                node, edge, depth = stack.pop()
+                if edge is not None:
+                    del trail[depth - 1 :]
+                    trail.append(edge)
+                if distance[node] == 0:
+                    if len(found) == limit:
+                        return SetPaths(found, int(reaching.size), True)
+                    found.append(list(trail))
+                    continue
+                _, ahead, kinds = self.forward.step(np.array([node], dtype=np.int64))
+                keep = allowed[kinds] & (distance[ahead] == distance[node] - 1)
+                steps = sorted(zip(ahead[keep].tolist(), kinds[keep].tolist(), strict=True))
+                stack += [(n, (node, n, k), depth + 1) for n, k in reversed(steps)]
+        return SetPaths(found, int(reaching.size), False)
+
     def rank_exposure(
         self,
         targets: Sequence[int],
@@ -226,6 +262,16 @@ class GraphIndex:
 
 
 @dataclass(frozen=True)
+class SetPaths:
+    """Paths between two sets: each as its edges (start, end, kind id) from its start on,
+    how many starts have a path, and whether there were more paths than asked for."""
+
+    paths: list[list[tuple[int, int, int]]]
+    reaching: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
 class ExposedNode:
     node_id: int
     length: int  # of its shortest path to tier zero
@@ -241,7 +287,9 @@ class Exposure:
     exposed_users: int
 
 
-async def build_index(conn: Connection, version: GraphVersion) -> GraphIndex:
+async def build_index(
+    conn: Connection, version: GraphVersion, edge_kinds: Sequence[str] | None = None
+) -> GraphIndex:
     """The index of the graph at `version`, read in chunks (its caller checks that no
     ingest committed meanwhile); the hashing and the sorting run off the event loop.
 
@@ -254,19 +302,23 @@ async def build_index(conn: Connection, version: GraphVersion) -> GraphIndex:
 
     Every node's object id is read and hashed for `ObjectIds`: on the same graph in SQLite,
     the build went from 5.07 to 5.81 s (medians of 3, alternated, the machine busy with
-    other work), for one statement less in every request that finds a path."""
+    other work), for one statement less in every request that finds a path.
+
+    `edge_kinds`: only the edges of those kinds (an index for queries that follow no
+    other); None: every edge."""
     kind_ids = await paths.read_kinds(conn)
     nodes = NodeColumns()
     async for rows in paths.read_node_chunks(conn):
         await asyncio.to_thread(nodes.append, rows)
     node_ids, hashes, principal_ids = nodes.filled()
     largest = int(node_ids.max(initial=0))
+    kept = None if edge_kinds is None else [kind_ids[k] for k in edge_kinds if k in kind_ids]
     columns = EdgeColumns(
-        await paths.count_edges(conn),
+        await paths.count_edges(conn, kept),
         node_dtype(largest + 1),
         kind_dtype(max(kind_ids.values(), default=0)),
     )
-    async for rows in paths.read_edge_chunks(conn):
+    async for rows in paths.read_edge_chunks(conn, kept):
         columns.append(rows)
 
     def assemble() -> GraphIndex:

@@ -39,6 +39,7 @@ from graphsvc.errors import bad_request, not_found
 from graphsvc.graph.entities import find_entity
 from graphsvc.store import graph as store_graph
 from graphsvc.store import paths
+from graphsvc.store import tags as store_tags
 from graphsvc.store.db import Connection, Database
 from graphsvc.store.paging import Page
 from graphsvc.store.paths import GraphVersion
@@ -263,26 +264,101 @@ async def find_shortest_paths(
             nodes = await paths.read_path_nodes(conn, path_node_ids(edges)) if edges else []
     if not edges:
         raise not_found(f"no path from {start_node} to {end_node}", "end_node")
+    answered_nodes, answered_edges = await path_answer(conn, graph, nodes, sorted(edges))
+    return wire.PathGraphResponse(wire.PathGraph(answered_nodes, answered_edges))
+
+
+async def path_answer(
+    conn: Connection,
+    graph: GraphIndex,
+    nodes: list[paths.PathNode],
+    edges: list[tuple[int, int, int]],
+) -> tuple[dict[str, wire.PathNode], list[wire.PathEdge]]:
+    """The nodes and edges (in this order) of paths, as the answers show them."""
     names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
     times = await paths.read_edge_times(conn, path_node_ids(edges))
-    return wire.PathGraphResponse(
-        wire.PathGraph(
-            {
-                str(n.node_id): wire.PathNode(
-                    n.name,
-                    n.label,
-                    json.loads(n.kinds),
-                    n.object_id,
-                    n.is_tier_zero,
-                    False,
-                    n.updated_at,
-                )
-                for n in nodes
-            },
-            [
-                wire.PathEdge(str(s), str(e), names[k], names[k], times[(s, e, k)])
-                for s, e, k in sorted(edges)
-            ],
+    tagged = await store_tags.read_tag_labels(conn, (n.node_id for n in nodes))
+    return (
+        {
+            str(n.node_id): wire.PathNode(
+                n.name,
+                n.label,
+                [*json.loads(n.kinds), *tagged.get(n.node_id, [])],
+                n.object_id,
+                n.is_tier_zero,
+                n.is_owned,
+                n.updated_at,
+            )
+            for n in nodes
+        },
+        [wire.PathEdge(str(s), str(e), names[k], names[k], times[(s, e, k)]) for s, e, k in edges],
+    )
+
+
+async def node_set(
+    conn: Connection, tag: str | None, object_ids: str | None, which: str
+) -> list[int]:
+    """The node ids of one side of paths-between: a tag's members, or object ids
+    (comma-separated); exactly one of the two."""
+    tag_parameter, nodes_parameter = f"{which}_tag", f"{which}_nodes"
+    if (tag is None) == (object_ids is None):
+        raise bad_request(
+            f"give {tag_parameter} (a tag's id or name: owned, tier-zero...) or "
+            f"{nodes_parameter} (object ids, comma-separated), one of the two",
+            tag_parameter,
+        )
+    if tag is not None:
+        found = await store_tags.find_tag_by_reference(conn, tag)
+        if found is None:
+            known = ", ".join(t.name for t in await store_tags.list_tags(conn))
+            raise not_found(f"no tag {tag!r}; the tags: {known}", tag_parameter)
+        return await store_tags.read_member_ids(conn, found.id)
+    asked = [o.strip().upper() for o in (object_ids or "").split(",") if o.strip()]
+    if not asked or len(asked) > MOST_NAMED_NODES:
+        raise bad_request(
+            f"{nodes_parameter} must name 1 to {MOST_NAMED_NODES} object ids", nodes_parameter
+        )
+    named = await store_graph.node_ids(conn, asked)
+    unknown = [o for o in asked if o not in named]
+    if unknown:
+        raise not_found(f"no node with object id {unknown[0]!r}", nodes_parameter)
+    return list(named.values())
+
+
+MOST_NAMED_NODES = 10_000  # object ids one side of paths-between may list
+
+
+async def find_paths_between(
+    conn: Connection,
+    index: PathIndex,
+    start_tag: str | None,
+    start_nodes: str | None,
+    end_tag: str | None,
+    end_nodes: str | None,
+    relationship_kinds: str | None,
+    page: Page,
+) -> wire.PathSetResponse:
+    """Shortest paths from each of a set of objects (a tag's members, or object ids) to the
+    nearest of another set, on the index: the starts nearest first, at most `limit` paths
+    (page.limit); the kinds as shortest-path takes them."""
+    kind_filter = parse_kind_filter(relationship_kinds)
+    starts = await node_set(conn, start_tag, start_nodes, "start")
+    ends = await node_set(conn, end_tag, end_nodes, "end")
+    graph = await index.read(conn)
+    allowed = graph.kind_mask(choose_kinds(graph.kind_ids, kind_filter))
+    held = [n for n in ends if n < graph.size]  # a node added since the index's graph: none
+    found = graph.paths_between(starts, held, allowed, page.limit)
+    edges = sorted({edge for path in found.paths for edge in path})
+    position = {edge: at for at, edge in enumerate(edges)}
+    nodes = await paths.read_path_nodes(conn, path_node_ids(edges)) if edges else []
+    answered_nodes, answered_edges = await path_answer(conn, graph, nodes, edges)
+    return wire.PathSetResponse(
+        wire.PathSet(
+            answered_nodes,
+            answered_edges,
+            [[position[edge] for edge in path] for path in found.paths],
+            found.reaching,
+            found.truncated,
         )
     )
 
@@ -298,16 +374,38 @@ async def list_exposure(
     length then graph id, with one first step each; and the share of the domain's enabled
     users among them."""
     domain = await find_entity(conn, "domains", object_id)
-    graph = await index.read(conn)
+    targets = await paths.read_tier_zero_ids(conn, domain.object_id)
+    users = await paths.read_enabled_user_ids(conn, domain.object_id)
+    return await exposure_answer(conn, await index.read(conn), targets, users, page)
+
+
+async def list_tag_exposure(
+    conn: Connection, index: PathIndex, tag_id: int, page: Page
+) -> wire.ExposureList:
+    """The principals with a path to a tag's members (a label of high-value objects, say),
+    as a domain's exposure lists them; the share of every domain's enabled users among
+    them."""
+    tag = await store_tags.find_tag(conn, tag_id)
+    if tag is None:
+        raise not_found(f"no asset group tag with id {tag_id}", "asset_group_tag_id")
+    targets = await store_tags.read_member_ids(conn, tag.id)
+    users = await paths.read_enabled_user_ids(conn, None)
+    return await exposure_answer(conn, await index.read(conn), targets, users, page)
+
+
+async def exposure_answer(
+    conn: Connection, graph: GraphIndex, targets: list[int], users: list[int], page: Page
+) -> wire.ExposureList:
     exposure = graph.rank_exposure(
-        await paths.read_tier_zero_ids(conn, domain.object_id),
+        [t for t in targets if t < graph.size],
         graph.kind_mask(TRAVERSABLE_KINDS),
-        await paths.read_enabled_user_ids(conn, domain.object_id),
+        [u for u in users if u < graph.size],
         page.skip,
         page.limit,
     )
     shown = {n.node_id for n in exposure.page} | {n.hop for n in exposure.page}
     nodes = {n.node_id: n for n in await paths.read_path_nodes(conn, sorted(shown))}
+    tagged = await store_tags.read_tag_labels(conn, (n.node_id for n in exposure.page))
     names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
     return wire.ExposureList(
         exposure.total,
@@ -323,7 +421,7 @@ async def list_exposure(
                 nodes[e.node_id].object_id,
                 nodes[e.node_id].name,
                 nodes[e.node_id].label,
-                json.loads(nodes[e.node_id].kinds),
+                [*json.loads(nodes[e.node_id].kinds), *tagged.get(e.node_id, [])],
                 e.length,
                 wire.FirstHop(
                     nodes[e.hop].object_id,

@@ -36,9 +36,10 @@ from graphsvc.ingest.sources import (
 )
 from graphsvc.ingest.survey import Surveyed, survey_source, token_bounds
 from graphsvc.ingest.writer import GraphWriter
-from graphsvc.store import graph, tier_zero
+from graphsvc.store import graph
 from graphsvc.store.db import Connection
 from graphsvc.store.nodes import EnvironmentNode, list_run_environments
+from graphsvc.tags.tagging import tag_graph
 
 
 @dataclass
@@ -183,7 +184,7 @@ async def ingest_files(
             await ingest_source(source, writer, progress(source) if progress else None)
     await writer.finish()
     derived = await analyze(conn, run_number, now, citrix_rdp_support)
-    await tier_zero.mark_tier_zero(conn)
+    await tag_graph(conn, now)
     nodes, collected = await graph.count_run(conn, run_number)
     edges = collected + derived  # what the run collected and what its analysis left
     labels = [s.label for s in sources]

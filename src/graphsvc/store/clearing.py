@@ -62,8 +62,8 @@ async def forget_source_kinds(conn: Connection, names: Sequence[str]) -> None:
 
 
 async def delete_whole_graph(conn: Connection) -> None:
-    """Every node and relationship, and what marks them (kinds of nodes, tier zero)."""
-    for table in ("edges", "node_kinds", "tier_zero", "nodes"):
+    """Every node and relationship, and what marks them (kinds of nodes, tags)."""
+    for table in ("edges", "node_kinds", "tag_members", "asset_group_tag_selector_nodes", "nodes"):
         await conn.execute(f"DELETE FROM {table}")
 
 

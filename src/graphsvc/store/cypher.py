@@ -17,11 +17,8 @@ EDGE_CHUNK = 50_000
 
 
 async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
-    """Every node as rows of (id, kinds as JSON text, updated_at, whether it is in a domain's
-    tier zero), in chunks, by id."""
-    query = """SELECT n.id, n.kinds, n.updated_at,
-            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
-        FROM nodes n WHERE n.id > $1 ORDER BY n.id LIMIT $2"""
+    """Every node as rows of (id, kinds as JSON text, updated_at), in chunks, by id."""
+    query = "SELECT id, kinds, updated_at FROM nodes WHERE id > $1 ORDER BY id LIMIT $2"
     async for rows in chunks_by_id(conn, query, NODE_CHUNK):
         yield rows
 

@@ -16,6 +16,7 @@ from graphsvc import wire
 from graphsvc.store.db import Connection
 from graphsvc.store.dialect import in_list, list_param
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
+from graphsvc.store.tags import IN_TAG, OWNED_TAG_ID, TIER_ZERO_TAG_ID
 
 NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.label"}
 
@@ -33,7 +34,7 @@ NODE_SORT_COLUMNS = {"name": "n.name", "objectid": "n.object_id", "label": "n.la
 #   delegation chains, as the reference lists them);
 # - direct: one hop;
 # - environment: the nodes of the domain whose label is the kind (a domain's users);
-# - tier_zero: the domain's tier zero (store/tier_zero.py), the domain included;
+# - tier_zero: the domain's members of Tier Zero (graphsvc/tags), the domain included;
 # - foreign: from the domain's nodes labelled `target`, the holders of the kinds on them and
 #   their members at any depth, of another domain (their own is known and not the entity's),
 #   labelled `result` if it says (a domain's foreign users, groups, admins, GPO controllers).
@@ -70,6 +71,7 @@ class EntityRow:
     kinds: list[str]
     properties: dict[str, Any]
     is_tier_zero: bool
+    is_owned: bool
     seen: datetime  # when its newest collection was made
 
 
@@ -83,14 +85,16 @@ async def find_entity(conn: Connection, object_id: str, label: str) -> EntityRow
     """The node with this object id (any case) that has `label` among its kinds."""
     r = await conn.fetchrow(
         f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.properties,
-            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id), n.updated_at
+            {IN_TAG.format(tag=TIER_ZERO_TAG_ID)}, {IN_TAG.format(tag=OWNED_TAG_ID)}, n.updated_at
         FROM nodes n WHERE n.object_id = $1 AND {HAS_KIND}""",
         object_id.upper(),
         label,
     )
     if r is None:
         return None
-    return EntityRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]), r[7])
+    return EntityRow(
+        r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]), bool(r[7]), r[8]
+    )
 
 
 @dataclass
@@ -155,8 +159,9 @@ def walk_sql(walk: Walk, kind_marks: str, outward_marks: str = "") -> str:
         return """SELECT n.id AS node_id FROM nodes n, nodes d
             WHERE d.id = $1 AND n.environment_id = d.object_id AND n.label = $2"""
     if walk.nesting == "tier_zero":
-        return """SELECT t.node_id FROM tier_zero t
-            WHERE t.domain_id = (SELECT object_id FROM nodes WHERE id = $1)"""
+        return f"""SELECT t.node_id FROM tag_members t
+            WHERE t.tag_id = {TIER_ZERO_TAG_ID}
+                AND t.environment_id = (SELECT object_id FROM nodes WHERE id = $1)"""
     if walk.nesting == "foreign":
         assert walk.target.isalpha() and (walk.result.isalpha() or not walk.result)
         listed = f"AND n.label = '{walk.result}'" if walk.result else ""

@@ -340,7 +340,7 @@ async def delete_nodes(conn: Connection, object_ids: Sequence[str]) -> None:
 
 async def delete_node_ids(conn: Connection, node_ids: Sequence[int]) -> None:
     """Remove nodes, their edges (edges have no foreign keys to cascade: migration 0009) and
-    their tier-zero marks (nor have those; their kinds cascade)."""
+    their tags' selections and memberships (nor have those; their kinds cascade)."""
     if not node_ids:
         return
     ids = list_param(conn.dialect, node_ids)
@@ -348,7 +348,8 @@ async def delete_node_ids(conn: Connection, node_ids: Sequence[int]) -> None:
     for table, column in (
         ("edges", "start_id"),
         ("edges", "end_id"),
-        ("tier_zero", "node_id"),
+        ("tag_members", "node_id"),
+        ("asset_group_tag_selector_nodes", "node_id"),
         ("nodes", "id"),
     ):
         await conn.execute(

@@ -10,6 +10,7 @@ from typing import Any
 from graphsvc.store.db import Connection
 from graphsvc.store.dialect import like_pattern
 from graphsvc.store.paging import fetch_page
+from graphsvc.store.tags import IN_TAG, OWNED_TAG_ID, TIER_ZERO_TAG_ID
 
 
 @dataclass
@@ -18,6 +19,7 @@ class FoundNode:
     label: str
     name: str
     properties: dict[str, Any]
+    system_tags: str  # admin_tier_0 and owned, space-separated, as it is in each
 
 
 async def search_nodes(
@@ -33,13 +35,19 @@ async def search_nodes(
         args.append(kind)
         kind_filter = """AND EXISTS (SELECT 1 FROM node_kinds nk JOIN kinds k
             ON k.id = nk.kind_id WHERE nk.node_id = n.id AND k.name = $4)"""
-    sql = f"""SELECT n.object_id, n.label, n.name, n.properties, count(*) OVER ()
+    tier_zero, owned = IN_TAG.format(tag=TIER_ZERO_TAG_ID), IN_TAG.format(tag=OWNED_TAG_ID)
+    sql = f"""SELECT n.object_id, n.label, n.name, n.properties,
+            CASE WHEN {tier_zero} THEN 'admin_tier_0' ELSE '' END,
+            CASE WHEN {owned} THEN 'owned' ELSE '' END, count(*) OVER ()
         FROM nodes n
         WHERE (n.object_id = $1 OR upper(n.name) LIKE $3 ESCAPE '\\') {kind_filter}
         ORDER BY CASE WHEN n.object_id = $1 THEN 0
             WHEN upper(n.name) LIKE $2 ESCAPE '\\' THEN 1 ELSE 2 END, n.name, n.object_id"""
     total, rows = await fetch_page(conn, sql, args, skip, limit)
-    return total, [FoundNode(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+    return total, [
+        FoundNode(r[0], r[1], r[2], json.loads(r[3]), " ".join(t for t in (r[4], r[5]) if t))
+        for r in rows
+    ]
 
 
 @dataclass

@@ -11,6 +11,7 @@ from datetime import datetime
 from graphsvc.store.db import Connection, Row
 from graphsvc.store.dialect import in_list, json_property_equals, json_value_param, list_param
 from graphsvc.store.paging import chunks_by_id
+from graphsvc.store.tags import IN_TAG, OWNED_TAG_ID, TIER_ZERO_TAG_ID
 
 # Rows read per statement while building the path index (bounds the rows held at once).
 EDGE_CHUNK = 50_000
@@ -49,15 +50,31 @@ async def read_graph_version(conn: Connection) -> GraphVersion:
     )
 
 
-async def count_edges(conn: Connection) -> int:
-    return int(await conn.fetchval("SELECT count(*) FROM edges"))
+async def count_edges(conn: Connection, kind_ids: Sequence[int] | None = None) -> int:
+    """How many edges there are (of these kinds only, if given)."""
+    if kind_ids is None:
+        return int(await conn.fetchval("SELECT count(*) FROM edges"))
+    return int(
+        await conn.fetchval(
+            f"SELECT count(*) FROM edges WHERE {in_list(conn.dialect, 'kind_id', '$1', 'int')}",
+            list_param(conn.dialect, kind_ids),
+        )
+    )
 
 
-async def read_edge_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
-    """Every edge as rows of (id, start id, end id, kind id), in chunks of EDGE_CHUNK, by
-    edge id."""
-    query = "SELECT id, start_id, end_id, kind_id FROM edges WHERE id > $1 ORDER BY id LIMIT $2"
-    async for rows in chunks_by_id(conn, query, EDGE_CHUNK):
+async def read_edge_chunks(
+    conn: Connection, kind_ids: Sequence[int] | None = None
+) -> AsyncIterator[list[Row]]:
+    """Every edge (of these kinds only, if given) as rows of (id, start id, end id, kind
+    id), in chunks of EDGE_CHUNK, by edge id."""
+    if kind_ids is None:
+        query = "SELECT id, start_id, end_id, kind_id FROM edges WHERE id > $1 ORDER BY id LIMIT $2"
+        async for rows in chunks_by_id(conn, query, EDGE_CHUNK):
+            yield rows
+        return
+    query = f"""SELECT id, start_id, end_id, kind_id FROM edges
+        WHERE id > $1 AND {in_list(conn.dialect, "kind_id", "$3", "int")} ORDER BY id LIMIT $2"""
+    async for rows in chunks_by_id(conn, query, EDGE_CHUNK, list_param(conn.dialect, kind_ids)):
         yield rows
 
 
@@ -72,19 +89,27 @@ async def read_node_chunks(conn: Connection) -> AsyncIterator[list[Row]]:
 
 
 async def read_tier_zero_ids(conn: Connection, domain_id: str) -> list[int]:
-    rows = await conn.fetch("SELECT node_id FROM tier_zero WHERE domain_id = $1", domain_id)
+    rows = await conn.fetch(
+        "SELECT node_id FROM tag_members WHERE tag_id = $1 AND environment_id = $2",
+        TIER_ZERO_TAG_ID,
+        domain_id,
+    )
     return [r[0] for r in rows]
 
 
-async def read_enabled_user_ids(conn: Connection, domain_id: str) -> list[int]:
-    """The domain's collected users whose `enabled` property is true."""
-    enabled = json_property_equals(conn.dialect, "properties", "$2", "$3")
+async def read_enabled_user_ids(conn: Connection, domain_id: str | None) -> list[int]:
+    """The domain's collected users whose `enabled` property is true (every domain's, for
+    None)."""
+    enabled = json_property_equals(conn.dialect, "properties", "$1", "$2")
+    args: list[object] = ["enabled", json_value_param(conn.dialect, True)]
+    in_domain = ""
+    if domain_id is not None:
+        args.append(domain_id)
+        in_domain = "environment_id = $3 AND"
     rows = await conn.fetch(
-        f"""SELECT id FROM nodes WHERE environment_id = $1 AND label = 'User'
+        f"""SELECT id FROM nodes WHERE {in_domain} label = 'User'
             AND run_number IS NOT NULL AND {enabled}""",
-        domain_id,
-        "enabled",
-        json_value_param(conn.dialect, True),
+        *args,
     )
     return [r[0] for r in rows]
 
@@ -103,16 +128,17 @@ class PathNode:
     kinds: str  # JSON text
     updated_at: datetime
     is_tier_zero: bool
+    is_owned: bool
 
 
 async def read_path_nodes(conn: Connection, node_ids: Sequence[int]) -> list[PathNode]:
     rows = await conn.fetch(
         f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.updated_at,
-            EXISTS (SELECT 1 FROM tier_zero t WHERE t.node_id = n.id)
+            {IN_TAG.format(tag=TIER_ZERO_TAG_ID)}, {IN_TAG.format(tag=OWNED_TAG_ID)}
         FROM nodes n WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")} ORDER BY n.id""",
         list_param(conn.dialect, node_ids),
     )
-    return [PathNode(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
+    return [PathNode(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7])) for r in rows]
 
 
 async def read_edge_times(

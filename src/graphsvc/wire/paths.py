@@ -37,6 +37,22 @@ class PathGraphResponse(msgspec.Struct):
     data: PathGraph
 
 
+class PathSet(msgspec.Struct):
+    """Shortest paths from a set of objects to another (GET /api/v2/graphs/paths-between):
+    their nodes and edges as one graph, as shortest-path answers, and each path as the
+    positions of its edges in `edges`, from its start on."""
+
+    nodes: dict[str, PathNode]
+    edges: list[PathEdge]
+    paths: list[list[Count]]
+    reaching: Count  # how many of the starts have a path to the ends
+    truncated: bool  # there were more paths than `limit`
+
+
+class PathSetResponse(msgspec.Struct):
+    data: PathSet
+
+
 class FirstHop(msgspec.Struct):
     objectID: str
     name: str

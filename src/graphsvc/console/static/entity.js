@@ -4,6 +4,7 @@
 
 import { get } from "./api.js";
 import { clear, el, formatNumber, formatTime, notice, table } from "./dom.js";
+import { badges, ownedButton } from "./marks.js";
 
 const SEGMENTS = {
   Computer: "computers",
@@ -150,9 +151,13 @@ async function showEntity(page, segment, objectId, opened, current) {
     });
     return button;
   });
+  const marks = el("span", { id: "entity-badges" }, badges(props));
+  const mark = ownedButton(props.objectid || objectId, Boolean(props.isOwnedObject), (owned) => {
+    marks.replaceChildren(badges({ ...props, isOwnedObject: owned }));
+  }, "entity-mark-owned");
   page.append(
-    el("h1", { class: "entity-name" }, props.name || objectId),
-    el("p", { class: "muted" }, `${segment.replace(/s$/, "")} · ${props.objectid || objectId}`),
+    el("h1", { class: "entity-name" }, props.name || objectId, " ", marks),
+    el("p", { class: "muted" }, `${segment.replace(/s$/, "")} · ${props.objectid || objectId} `, mark),
     el("div", { class: "entity-columns" },
       el("section", { class: "card" }, el("h2", {}, "Properties"),
         el("dl", { class: "properties" }, Object.entries(props).map(([name, value]) => [el("dt", {}, name), el("dd", {}, propertyValue(value, name))]))),

@@ -27,11 +27,16 @@ function shorten(name, length = 28) {
  */
 /** Each node's distance from the start over the answer's edges: its column. */
 export function distances(graph, start) {
+  return distancesFrom(graph, [start]);
+}
+
+/** Each node's distance from the nearest of several starts (paths between sets). */
+export function distancesFrom(graph, starts) {
   const ids = Object.keys(graph.nodes);
   const outgoing = new Map(ids.map((id) => [id, []]));
   for (const edge of graph.edges) outgoing.get(edge.source)?.push(edge.target);
-  const column = new Map([[start, 0]]);
-  const queue = [start];
+  const column = new Map(starts.map((start) => [start, 0]));
+  const queue = [...starts];
   while (queue.length) {
     const id = queue.shift();
     for (const next of outgoing.get(id) || []) {

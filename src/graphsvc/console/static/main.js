@@ -9,6 +9,7 @@ import { showEntities } from "./entity.js";
 import { showOverview } from "./overview.js";
 import { showPaths } from "./paths.js";
 import { showQuality } from "./quality.js";
+import { showTags } from "./tags.js";
 import { showTokens } from "./tokens.js";
 import { showUploads } from "./uploads.js";
 
@@ -17,6 +18,7 @@ const PAGES = {
   quality: showQuality,
   entity: showEntities,
   paths: showPaths,
+  tags: showTags,
   cypher: showCypher,
   tokens: showTokens,
   uploads: showUploads,
@@ -29,6 +31,7 @@ const NEEDS = {
   quality: "graphdb/Read",
   entity: "graphdb/Read",
   paths: "graphdb/Read",
+  tags: "graphdb/Read",
   cypher: "graphdb/Read",
   tokens: "auth/CreateToken",
   uploads: null,

@@ -4,9 +4,11 @@
 import { ApiFailure, get } from "./api.js";
 import { el, formatNumber, notice, table } from "./dom.js";
 import { entityLink } from "./entity.js";
-import { distances, pathGraph } from "./graph.js";
+import { distances, distancesFrom, pathGraph } from "./graph.js";
+import { badges, ownedButton } from "./marks.js";
 
 const EXPOSURE_SIZE = 50;
+const TAG_PATHS = 100;
 // More nodes than this make a drawing nobody can read (1,500 parallel paths drew an SVG
 // 126,000 units tall): the edges are listed instead, the first LISTED_EDGES of them.
 const MOST_DRAWN = 120;
@@ -98,11 +100,17 @@ async function drawPaths(output, start, end, current, pickers) {
     const found = idOf(objectId);
     if (found !== undefined) picker.name(graph.nodes[found]);
   }
+  output.replaceChildren(...drawnGraph(graph, startId, distances(graph, startId)));
+}
+
+/** The graph drawn (or, too large, its edges listed), its edges, and its objects with
+ * their marks, each to be marked owned or not from here. */
+function drawnGraph(graph, startId, column) {
   const nodes = Object.keys(graph.nodes).length;
-  const column = distances(graph, startId);
   const ordered = graph.edges.slice().sort((a, b) => (column.get(a.source) ?? 0) - (column.get(b.source) ?? 0));
   const drawn = nodes <= MOST_DRAWN;
-  output.replaceChildren(
+  const objects = Object.values(graph.nodes).sort((a, b) => a.label.localeCompare(b.label));
+  return [
     drawn
       ? el("figure", { class: "graph-box" }, pathGraph(graph, startId, column))
       : notice(`${nodes} nodes on ${graph.edges.length} edges: too many to draw; ${graph.edges.length > LISTED_EDGES ? `the first ${LISTED_EDGES} edges are` : "the edges are"} listed.`, "note"),
@@ -115,7 +123,35 @@ async function drawPaths(output, start, end, current, pickers) {
       ordered.slice(0, LISTED_EDGES),
       { class: "path-edges" },
     ),
-  );
+    el("h3", {}, "Objects on the paths"),
+    table(
+      [
+        ["Object", (node) => entityLink(node.objectId, node.kinds, node.label)],
+        ["Kind", (node) => node.kind],
+        ["Marks", (node) => {
+          const shown = el("span", {}, badges(node));
+          return [shown, ownedButton(node.objectId, node.isOwnedObject, (owned) => shown.replaceChildren(badges({ ...node, isOwnedObject: owned })))];
+        }],
+      ],
+      objects.slice(0, LISTED_EDGES),
+      { class: "path-objects" },
+    ),
+  ];
+}
+
+/** The shortest paths from a tag's members to the nearest members of another, drawn. */
+async function drawTagPaths(output, startTag, endTag, current) {
+  output.replaceChildren(el("p", { class: "muted" }, "Finding paths…"));
+  const answer = await get("/graphs/paths-between", { start_tag: startTag, end_tag: endTag, limit: TAG_PATHS });
+  if (!current()) return;
+  const found = answer.data;
+  if (!found.paths.length) {
+    output.replaceChildren(notice("No member of the first tag has a path to a member of the second.", "note"));
+    return;
+  }
+  const starts = [...new Set(found.paths.map((path) => found.edges[path[0]].source))];
+  const summary = `${found.paths.length}${found.truncated ? " (the first)" : ""} shortest paths from ${found.reaching} of the first tag's members.`;
+  output.replaceChildren(el("p", { class: "muted", id: "tag-path-summary" }, summary), ...drawnGraph(found, starts[0], distancesFrom(found, starts)));
 }
 
 async function showExposure(output, domainId) {
@@ -140,8 +176,22 @@ async function showExposure(output, domainId) {
   );
 }
 
+/** A form choosing two tags: the paths from the first's members to the second's. */
+async function tagForm() {
+  const tags = (await get("/asset-group-tags")).data.tags;
+  const choose = (id, label, preferred) => el("label", {}, `${label} `, el("select", { id, "aria-label": label }, tags.map((tag) => el("option", { value: tag.id, selected: tag.id === preferred }, tag.name))));
+  const form = el("form", { class: "controls", id: "tag-path-form" }, choose("tag-path-from", "From the members of", 2), choose("tag-path-to", "to those of", 1), el("button", { type: "submit" }, "Find paths"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = (id) => form.querySelector(`#${id}`).value;
+    window.location.hash = `#/paths/tags/${value("tag-path-from")}/${value("tag-path-to")}`;
+  });
+  return form;
+}
+
 export async function showPaths(page, rest, current) {
-  const [start = "", end = ""] = rest;
+  const betweenTags = rest[0] === "tags";
+  const [start = "", end = ""] = betweenTags ? [] : rest;
   const from = picker("path-from", "From", start);
   const to = picker("path-to", "To", end);
   const form = el("form", { class: "controls", id: "path-form" }, from.box, to.box, el("button", { type: "submit" }, "Find paths"));
@@ -166,17 +216,24 @@ export async function showPaths(page, rest, current) {
   const domain = el("select", { id: "exposure-domain", "aria-label": "domain" }, domains.map((each) => el("option", { value: each.id }, each.collected ? each.name : `${each.name} (referred to only)`)));
   const exposure = el("div", { id: "exposure-output" });
   domain.addEventListener("change", () => showExposure(exposure, domain.value).catch((error) => exposure.replaceChildren(notice(error.message))));
+  const tagPaths = el("div", { id: "tag-path-output" });
+  const tagChooser = await tagForm();
+  if (!current()) return;
   page.append(
     el("h1", {}, "Paths"),
     form,
     unresolved,
     output,
+    el("h2", {}, "Paths between tags"),
+    tagChooser,
+    tagPaths,
     el("h2", {}, "Exposure of a domain's tier zero"),
     domains.length ? el("div", { class: "controls" }, el("label", {}, "Domain ", domain)) : el("p", {}, "No AD domain has data yet."),
     exposure,
   );
   const waits = [];
   if (start && end) waits.push(drawPaths(output, start, end, current, [from, to]));
+  if (betweenTags && rest[1] && rest[2]) waits.push(drawTagPaths(tagPaths, rest[1], rest[2], current));
   if (domains.length) waits.push(showExposure(exposure, domain.value));
   await Promise.all(waits);
 }

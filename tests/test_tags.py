@@ -1,0 +1,341 @@
+"""Tags (graphsvc/tags): Tier Zero with the reference's default selectors, Owned, and labels
+an administrator adds, through the reference's `asset-group-tags` routes and the older
+`asset-groups` routes its clients mark owned objects with. Marks are seen in Cypher, in
+paths, on entity pages and in search, and survive a later ingest; a Cypher selector's
+members follow the data. Both stores, answers validated against the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.conftest import Env, ingest
+from tests.test_entities import closure, groups_of, members_of
+from tests.test_sharphound import SAMPLES, TESTLAB, Expected, raw_documents
+from tests.test_tokens import send
+
+TAGS = "/api/v2/asset-group-tags"
+GROUPS = "/api/v2/asset-groups"
+CYPHER = "/api/v2/graphs/cypher"
+V6 = SAMPLES["v6 folder"]
+DFM = f"{TESTLAB}-1105"  # three steps from Domain Admins
+DOMAIN_ADMINS = f"{TESTLAB}-512"
+
+
+def ok(response: Any, status: int = 200) -> Any:
+    assert response.status_code == status, response.text
+    return response.json() if response.content else None
+
+
+def cypher_nodes(env: Env, query: str) -> dict[str, dict[str, Any]]:
+    """Object id -> node of a Cypher answer (with properties); none: an empty dict."""
+    answer = send(env, "POST", CYPHER, {"query": query, "include_properties": True})
+    if answer.status_code == 404:
+        return {}
+    return {n["objectId"]: n for n in ok(answer)["data"]["nodes"].values()}
+
+
+def owned_group(env: Env) -> dict[str, Any]:
+    """The Owned asset group, found as a C2 integration finds it."""
+    groups = ok(env.get(GROUPS))["data"]["asset_groups"]
+    return next(g for g in groups if g["system_group"] and g["tag"] == "owned")
+
+
+def mark(env: Env, group_id: int, object_id: str, action: str = "add") -> Any:
+    change = [{"selector_name": object_id, "sid": object_id, "action": action}]
+    return ok(send(env, "PUT", f"{GROUPS}/{group_id}/selectors", change), 201)["data"]
+
+
+def is_owned_on_page(env: Env, object_id: str) -> bool:
+    props = ok(env.get(f"/api/v2/users/{object_id}?counts=false"))["data"]["props"]
+    return bool(props["isOwnedObject"])
+
+
+def path_nodes(env: Env, start: str, end: str) -> dict[str, dict[str, Any]]:
+    uri = "/api/v2/graphs/shortest-path?" + urlencode({"start_node": start, "end_node": end})
+    return {n["objectId"]: n for n in ok(env.get(uri))["data"]["nodes"].values()}
+
+
+def test_a_client_of_the_reference_marks_an_object_owned_and_lists_owned_objects(
+    env: Env,
+) -> None:
+    """The older routes with the bodies a C2 integration and a command-line tool send."""
+    ingest(env, V6)
+    group = owned_group(env)
+    assert (group["id"], group["name"], group["selectors"]) == (2, "Owned", [])
+    by_tag = ok(env.get(f"{GROUPS}?tag=eq:owned"))["data"]["asset_groups"]
+    assert [g["id"] for g in by_tag] == [2]
+    changed = mark(env, group["id"], DFM)
+    assert [(s["name"], s["selector"]) for s in changed["added_selectors"]] == [(DFM, DFM)]
+    members = ok(env.get(f"{GROUPS}/2/members"))
+    assert [(m["object_id"], m["custom_member"], m["environment_kind"]) for m in members["data"][
+        "members"
+    ]] == [(DFM, True, "Domain")]  # fmt: skip
+    assert ok(env.get(f"{GROUPS}/2/members/counts"))["data"] == {
+        "total_count": 1,
+        "counts": {"User": 1},
+    }
+    found = ok(env.get(f"/api/v2/search?{urlencode({'q': 'DFM@', 'type': 'User'})}"))["data"]
+    assert [(r["objectid"], r["system_tags"]) for r in found] == [(DFM, "owned")]
+    # Adding it again under the same name changes nothing; removing it unmarks it.
+    again = mark(env, 2, DFM)
+    assert again["added_selectors"][0]["id"] == changed["added_selectors"][0]["id"]
+    assert ok(env.get(f"{GROUPS}/2/custom-selectors"))["data"] == {"custom_member_count": 1}
+    removed = mark(env, 2, DFM, "remove")
+    assert [s["selector"] for s in removed["removed_selectors"]] == [DFM]
+    assert ok(env.get(f"{GROUPS}/2/members"))["data"]["members"] == []
+    assert not is_owned_on_page(env, DFM)
+
+
+def test_owned_is_seen_in_cypher_paths_pages_and_after_a_later_ingest(env: Env) -> None:
+    ingest(env, V6)
+    assert cypher_nodes(env, "MATCH (n:Tag_Owned) RETURN n") == {}
+    mark(env, 2, DFM)
+    owned = cypher_nodes(env, "MATCH (n:Tag_Owned) RETURN n")
+    assert list(owned) == [DFM]
+    assert owned[DFM]["isOwnedObject"] is True and owned[DFM]["isTierZero"] is False
+    assert "Tag_Owned" in owned[DFM]["kinds"]
+    assert owned[DFM]["properties"]["system_tags"] == "owned"
+    tagged = cypher_nodes(env, "MATCH (n) WHERE n.system_tags CONTAINS 'owned' RETURN n")
+    assert list(tagged) == [DFM]
+    assert is_owned_on_page(env, DFM)
+    props = ok(env.get(f"/api/v2/users/{DFM}?counts=false"))["data"]["props"]
+    assert props["system_tags"] == "owned"
+    # Lists and paths show the tag's label among the kinds.
+    admins = ok(env.get(f"/api/v2/computers/{TESTLAB}-1104/admin-users"))["data"]
+    assert {a["objectID"]: "Tag_Owned" in a["kinds"] for a in admins}[DFM] is True
+    assert not any("Tag_Owned" in a["kinds"] for a in admins if a["objectID"] != DFM)
+    on_path = path_nodes(env, DFM, DOMAIN_ADMINS)
+    assert "Tag_Owned" in on_path[DFM]["kinds"]
+    assert "Tag_Tier_Zero" in on_path[DOMAIN_ADMINS]["kinds"]
+    assert on_path[DFM]["isOwnedObject"] is True
+    assert on_path[DOMAIN_ADMINS]["isTierZero"] is True
+    assert not any(n["isOwnedObject"] for oid, n in on_path.items() if oid != DFM)
+    # The owned-to-tier-zero question of the community's query library, as asked.
+    shortest = cypher_nodes(
+        env,
+        "MATCH p=shortestPath((s:Tag_Owned)-[*1..]->(t:Tag_Tier_Zero)) WHERE s <> t RETURN p",
+    )
+    assert DFM in shortest and any(n["isTierZero"] for n in shortest.values())
+    # A later collection of the same objects: the mark lives in its selector, not the node.
+    ingest(env, V6)
+    assert list(cypher_nodes(env, "MATCH (n:Tag_Owned) RETURN n")) == [DFM]
+    assert is_owned_on_page(env, DFM)
+
+
+def disabled_users(path: Path) -> set[str]:
+    users = json.loads((path / "users.json").read_text("utf-8-sig"))
+    return {
+        u["ObjectIdentifier"]
+        for u in users["data"]
+        if u["Properties"].get("enabled") is False
+    }  # fmt: skip
+
+
+def test_a_cypher_selector_on_a_label_follows_the_data(env: Env, tmp_path: Path) -> None:
+    ingest(env, V6)
+    label = ok(send(env, "POST", TAGS, {"name": "Disabled accounts", "type": 2}), 201)["data"]
+    assert (label["type"], label["name"]) == (2, "Disabled accounts")
+    seed = {"type": 2, "value": "MATCH (u:User) WHERE u.enabled = false RETURN u"}
+    made = send(env, "POST", f"{TAGS}/{label['id']}/selectors", {"name": "off", "seeds": [seed]})
+    selector = ok(made, 201)["data"]
+
+    def members() -> set[str]:
+        page = ok(env.get(f"{TAGS}/{label['id']}/members?limit=1000"))
+        return {m["object_id"] for m in page["data"]["members"]}
+
+    assert members() == disabled_users(V6) and len(members()) == 2
+    assert set(cypher_nodes(env, "MATCH (n:Tag_Disabled_accounts) RETURN n")) == members()
+    # A later collection disables one more user: the selector's members follow.
+    users = json.loads((V6 / "users.json").read_text("utf-8-sig"))
+    esid = next(u for u in users["data"] if u["ObjectIdentifier"].endswith("-2106"))
+    esid["Properties"]["enabled"] = False
+    (tmp_path / "users.json").write_text(json.dumps({**users, "data": [esid]}))
+    ingest(env, tmp_path / "users.json")
+    assert members() == disabled_users(V6) | {esid["ObjectIdentifier"]}
+    selected = ok(env.get(f"{TAGS}/{label['id']}/selectors/{selector['id']}/members"))
+    assert {m["source"] for m in selected["data"]["members"]} == {1}
+    counts = ok(env.get(f"{TAGS}/{label['id']}/selectors?counts=true"))["data"]["selectors"]
+    assert [s["counts"]["members"] for s in counts] == [3]
+    # Disabled, it selects nothing; deleted with its label, the label's kind is gone.
+    patched = send(env, "PATCH", f"{TAGS}/{label['id']}/selectors/{selector['id']}",
+                   {"disabled": True})  # fmt: skip
+    assert ok(patched)["data"]["disabled_at"] is not None
+    assert members() == set()
+    ok(send(env, "DELETE", f"{TAGS}/{label['id']}"), 204)
+    assert ok(env.get(f"{TAGS}/{label['id']}"), 404) is not None
+
+
+def expected_members_of_domain_admins(path: Path) -> set[str]:
+    expected = Expected(raw_documents(path))
+    members = members_of((s, e) for (s, k, e) in expected.edges if k == "MemberOf")
+    return {DOMAIN_ADMINS} | closure(DOMAIN_ADMINS, members)
+
+
+def test_preview_selects_nothing_and_expands_a_group_to_its_members(env: Env) -> None:
+    ingest(env, V6)
+    body = {"seeds": [{"type": 1, "value": DOMAIN_ADMINS}], "expansion": 2}
+    preview = ok(send(env, "POST", f"{TAGS}/preview-selectors", body))["data"]["members"]
+    assert {m["object_id"] for m in preview} == expected_members_of_domain_admins(V6)
+    assert {m["source"] for m in preview if m["object_id"] == DOMAIN_ADMINS} == {1}
+    assert {m["source"] for m in preview if m["object_id"] != DOMAIN_ADMINS} == {2}
+    unexpanded = send(env, "POST", f"{TAGS}/preview-selectors", {**body, "expansion": 0})
+    assert [m["object_id"] for m in ok(unexpanded)["data"]["members"]] == [DOMAIN_ADMINS]
+    assert ok(env.get(f"{TAGS}?counts=true"))["data"]["tags"][1]["counts"]["members"] == 0
+
+
+TESTLAB_ADMINISTRATORS = "TESTLAB.LOCAL-S-1-5-32-544"
+
+
+def groups_of_v6() -> dict[str, set[str]]:
+    expected = Expected(raw_documents(V6))
+    return groups_of((s, e) for (s, k, e) in expected.edges if k == "MemberOf")
+
+
+def test_tier_zero_has_the_references_default_selectors(env: Env) -> None:
+    ingest(env, V6)
+    tags = ok(env.get(f"{TAGS}?counts=true"))["data"]["tags"]
+    assert [(t["id"], t["name"], t["type"], t["position"]) for t in tags] == [
+        (1, "Tier Zero", 1, 1),
+        (2, "Owned", 3, None),
+    ]
+    page = ok(env.get(f"{TAGS}/1/selectors?limit=100"))
+    selectors = {s["name"]: s for s in page["data"]["selectors"]}
+    assert page["count"] == len(selectors) == 42
+    assert all(s["is_default"] for s in selectors.values())
+    enabled = {n for n, s in selectors.items() if s["disabled_at"] is None}
+    assert {"Domain Admins", "Administrator", "AdminSDHolder", "Global Administrator"} <= enabled
+    assert "Account Operators" not in enabled
+    assert tags[0]["counts"]["disabled_selectors"] == len(selectors) - len(enabled)
+    domain_admins = selectors["Domain Admins"]
+    assert domain_admins["seeds"] == [
+        {"type": 2, "value": "MATCH (n:Group) WHERE n.objectid ENDS WITH '-512' RETURN n"}
+    ]
+    url = f"{TAGS}/1/selectors/{domain_admins['id']}"
+    refused = send(env, "PATCH", url, {"disabled": True})
+    assert refused.status_code == 403, refused.text
+    assert send(env, "PATCH", url, {"name": "renamed"}).status_code == 403
+    assert send(env, "DELETE", url).status_code == 403
+    # Enabling a default that may be: its group joins Tier Zero at once.
+    operators = selectors["Account Operators"]
+    before = ok(env.get(f"{TAGS}/1/members/counts"))["data"]["total_count"]
+    ok(send(env, "PATCH", f"{TAGS}/1/selectors/{operators['id']}", {"disabled": False}))
+    after = ok(env.get(f"{TAGS}/1/members?limit=1000"))["data"]["members"]
+    assert len(after) > before
+    assert any(m["object_id"].endswith("S-1-5-32-548") for m in after)
+    member = next(m for m in after if m["object_id"] == DOMAIN_ADMINS)
+    info = ok(env.get(f"{TAGS}/1/members/{member['id']}"))["data"]["member"]
+    # Its own selector's, and the Administrators group's, which it is a member of.
+    assert TESTLAB_ADMINISTRATORS in closure(DOMAIN_ADMINS, groups_of_v6())
+    assert [s["name"] for s in info["selectors"]] == ["Administrators", "Domain Admins"]
+    assert info["properties"]["name"] == "DOMAIN ADMINS@TESTLAB.LOCAL"
+    history = ok(env.get("/api/v2/asset-group-tags-history"))["data"]["records"]
+    assert [(r["action"], r["target"]) for r in history] == [
+        ("UpdateSelector", "Account Operators")
+    ]
+    found = send(env, "POST", "/api/v2/asset-group-tags-history", {"query": "account"})
+    assert ok(found)["count"] == 1
+
+
+def test_a_high_value_object_added_by_object_id_joins_tier_zero(env: Env) -> None:
+    ingest(env, V6)
+    workstation = f"{TESTLAB}-1104"
+    assert not cypher_nodes(env, f"MATCH (c:Computer {{objectid: '{workstation}'}}) RETURN c")[
+        workstation
+    ]["isTierZero"]
+    body = {"name": "WIN10", "seeds": [{"type": 1, "value": workstation}], "auto_certify": 2}
+    ok(send(env, "POST", f"{TAGS}/1/selectors", body), 201)
+    node = cypher_nodes(env, f"MATCH (c:Computer {{objectid: '{workstation}'}}) RETURN c")
+    assert node[workstation]["isTierZero"] is True
+    assert "admin_tier_0" in node[workstation]["properties"]["system_tags"]
+    page = ok(env.get(f"/api/v2/computers/{workstation}?counts=false"))
+    assert page["data"]["props"]["isTierZero"] is True
+
+
+MIXED_SEEDS = [{"type": 1, "value": "A"}, {"type": 2, "value": "MATCH (n) RETURN n"}]
+
+
+@pytest.mark.parametrize(
+    ("method", "uri", "body", "status"),
+    [
+        ("POST", TAGS, {"name": "Tier 1", "type": 1}, 400),
+        ("POST", TAGS, {"name": "bad/name"}, 400),
+        ("POST", TAGS, {"name": "owned"}, 409),
+        ("DELETE", f"{TAGS}/1", None, 403),
+        ("PATCH", f"{TAGS}/2", {"name": "Pwned"}, 400),
+        ("GET", f"{TAGS}/99", None, 404),
+        ("POST", f"{TAGS}/2/selectors", {"name": "x", "seeds": []}, 400),
+        ("POST", f"{TAGS}/2/selectors", {"name": "x", "seeds": [MIXED_SEEDS[0], MIXED_SEEDS[1]]},
+         400),
+        ("POST", f"{TAGS}/2/selectors",
+         {"name": "x", "seeds": [{"type": 2, "value": "MATCH (n RETURN n"}]}, 400),
+        ("POST", f"{TAGS}/2/selectors",
+         {"name": "x", "seeds": [{"type": 1, "value": "A"}], "auto_certify": 1}, 400),
+        ("POST", f"{TAGS}/1/selectors",
+         {"name": "Domain Admins", "seeds": [{"type": 1, "value": "A"}]}, 409),
+        ("DELETE", f"{GROUPS}/2", None, 409),
+        ("PUT", f"{GROUPS}/2/selectors", [{"selector_name": "x", "sid": "A", "action": "own"}],
+         400),
+        ("GET", f"{TAGS}-history?action=eq:UpdateSelector&bogus=1", None, 400),
+    ],
+)  # fmt: skip
+def test_bad_tag_requests_are_refused(
+    env: Env, method: str, uri: str, body: Any, status: int
+) -> None:
+    answer = send(env, method, uri, body)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["errors"][0]["message"]
+
+
+def test_a_label_made_as_an_asset_group_is_a_tag(env: Env) -> None:
+    ingest(env, V6)
+    made = ok(send(env, "POST", GROUPS, {"name": "Crown Jewels", "tag": "crown_jewels"}), 201)
+    group = made["data"]
+    assert (group["tag"], group["system_group"], group["member_count"]) == (
+        "crown_jewels", False, 0,
+    )  # fmt: skip
+    mark(env, group["id"], DOMAIN_ADMINS)
+    tag = ok(env.get(f"{TAGS}/{group['id']}"))["data"]["tag"]
+    assert (tag["name"], tag["type"]) == ("Crown Jewels", 2)
+    # A label expands to children: the group's members are members too.
+    members = ok(env.get(f"{GROUPS}/{group['id']}/members?limit=1000"))["data"]["members"]
+    assert {m["object_id"] for m in members} == expected_members_of_domain_admins(V6)
+    renamed = send(env, "PUT", f"{GROUPS}/{group['id']}", {"name": "Jewels"})
+    assert ok(renamed)["data"]["name"] == "Jewels"
+    assert set(cypher_nodes(env, "MATCH (n:Tag_Jewels) RETURN n")) == {
+        m["object_id"] for m in members
+    }
+    selector = ok(env.get(f"{GROUPS}/{group['id']}"))["data"]["selectors"][0]
+    ok(send(env, "DELETE", f"{GROUPS}/{group['id']}/selectors/{selector['id']}"), 204)
+    assert ok(env.get(f"{GROUPS}/{group['id']}"))["data"]["member_count"] == 0
+    ok(send(env, "DELETE", f"{GROUPS}/{group['id']}"), 204)
+    found = ok(env.get(GROUPS))["data"]["asset_groups"]
+    assert [g["tag"] for g in found] == ["admin_tier_0", "owned"]
+
+
+def test_tags_are_searched_by_name(env: Env) -> None:
+    ingest(env, V6)
+    mark(env, 2, DFM)
+    body = {"query": "dfm", "tag_type": 2}
+    found = ok(send(env, "POST", f"{TAGS}/search", body))["data"]
+    assert [m["object_id"] for m in found["members"]] == [DFM]
+    zone = ok(send(env, "POST", f"{TAGS}/search", {"query": "tier", "tag_type": 1}))["data"]
+    assert [t["name"] for t in zone["tags"]] == ["Tier Zero"]
+
+
+def test_clearing_asset_group_selectors_removes_the_marks_people_added(env: Env) -> None:
+    ingest(env, V6)
+    mark(env, 2, DFM)
+    body = {"name": "WIN10", "seeds": [{"type": 1, "value": f"{TESTLAB}-1104"}]}
+    ok(send(env, "POST", f"{TAGS}/1/selectors", body), 201)
+    defaults = ok(env.get(f"{TAGS}/1/selectors?limit=100"))["count"] - 1
+    cleared = send(env, "POST", "/api/v2/clear-database", {"deleteAssetGroupSelectors": [1, 2]})
+    assert cleared.status_code == 204, cleared.text
+    assert ok(env.get(f"{GROUPS}/2/members"))["data"]["members"] == []
+    left = ok(env.get(f"{TAGS}/1/selectors?limit=100"))["data"]["selectors"]
+    assert len(left) == defaults and all(s["is_default"] for s in left)
+    assert cypher_nodes(env, "MATCH (n:Tag_Owned) RETURN n") == {}
