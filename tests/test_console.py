@@ -25,6 +25,7 @@ from tests.conftest import (
     chromium,
     ingest,
     served,
+    wait_until,
 )
 from tests.conftest import server_environment as environment_of
 
@@ -380,7 +381,8 @@ def test_mark_owned_from_an_entity_and_a_path_and_see_the_tags(
         console.page.click("#entity-mark-owned")
         console.page.wait_for_selector("#entity-badges .badge.owned")
         assert console.page.inner_text("#entity-mark-owned") == "Unmark owned"
-        assert owned_members(env) == [dfm]
+        # The console's server wrote it: this process hears of it a moment later (NOTIFY).
+        wait_until(lambda: owned_members(env) == [dfm], what="the mark to be seen")
         console.shoot("entity-owned")
         console.page.click("#nav a[data-page=paths]")
         console.page.wait_for_selector("#tag-path-form")
@@ -398,7 +400,7 @@ def test_mark_owned_from_an_entity_and_a_path_and_see_the_tags(
         row = console.page.locator("#tag-path-output table.path-objects tr", has_text="DFM@")
         row.locator("button.mark-owned").click()
         row.locator("button.mark-owned", has_text="Mark owned").wait_for()
-        assert owned_members(env) == []
+        wait_until(lambda: owned_members(env) == [], what="the mark to be gone")
         console.page.click("#nav a[data-page=tags]")
         console.page.wait_for_selector("table.tags tbody tr")
         rows = console.page.locator("table.tags tbody tr").all_inner_texts()

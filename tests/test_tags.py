@@ -6,13 +6,17 @@ members follow the data. Both stores, answers validated against the OpenAPI docu
 
 from __future__ import annotations
 
+import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
+from graphsvc.errors import ApiError
+from graphsvc.tags import tagging
 from tests.conftest import Env, ingest
 from tests.test_entities import closure, groups_of, members_of
 from tests.test_sharphound import SAMPLES, TESTLAB, Expected, raw_documents
@@ -140,7 +144,9 @@ def test_a_cypher_selector_on_a_label_follows_the_data(env: Env, tmp_path: Path)
     ingest(env, V6)
     label = ok(send(env, "POST", TAGS, {"name": "Disabled accounts", "type": 2}), 201)["data"]
     assert (label["type"], label["name"]) == (2, "Disabled accounts")
-    seed = {"type": 2, "value": "MATCH (u:User) WHERE u.enabled = false RETURN u"}
+    # A seed that does some work (pairs of nodes) before it answers the disabled users.
+    query = "MATCH (u:User), (a), (b) WHERE u.enabled = false RETURN DISTINCT u"
+    seed = {"type": 2, "value": query}
     made = send(env, "POST", f"{TAGS}/{label['id']}/selectors", {"name": "off", "seeds": [seed]})
     selector = ok(made, 201)["data"]
 
@@ -339,3 +345,151 @@ def test_clearing_asset_group_selectors_removes_the_marks_people_added(env: Env)
     left = ok(env.get(f"{TAGS}/1/selectors?limit=100"))["data"]["selectors"]
     assert len(left) == defaults and all(s["is_default"] for s in left)
     assert cypher_nodes(env, "MATCH (n:Tag_Owned) RETURN n") == {}
+
+
+def test_changes_at_once_are_one_at_a_time(env: Env) -> None:
+    """Two labels of one name created at once: one is kept, the other refused (the tags are
+    held by each change: on PostgreSQL both passed the name check before). Selectors added
+    at once each rebuild the members without colliding."""
+    from graphsvc.accounts.permissions import Caller
+    from graphsvc.store.accounts import Principal
+    from graphsvc.store.db import run_in_transaction
+    from graphsvc.tags import service
+
+    assert env.token.user_id is not None
+    caller = Caller(Principal(env.token.user_id, 1, False), None, frozenset())
+
+    async def create(name: str) -> str:
+        async def work(conn: Any) -> str:
+            made = await service.add_label(conn, caller, name, "", name.lower())
+            await asyncio.sleep(0.2)  # the other is under way meanwhile
+            return made.data.name
+
+        try:
+            return await run_in_transaction(env.url, work)
+        except ApiError as exc:
+            return f"{exc.status}"
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(create("Twin"), create("twin")))
+
+    assert sorted(asyncio.run(both())) in (["409", "Twin"], ["409", "twin"])
+    env.wait_until_the_app_knows()
+    ingest(env, V6)
+    label = next(t for t in ok(env.get(TAGS))["data"]["tags"] if t["name"].lower() == "twin")
+
+    def add(n: int) -> int:
+        body = {"name": f"s{n}", "seeds": [{"type": 1, "value": DFM}]}
+        return int(send(env, "POST", f"{TAGS}/{label['id']}/selectors", body).status_code)
+
+    with ThreadPoolExecutor(6) as pool:  # the app's loop runs them at once
+        assert list(pool.map(add, range(6))) == [201] * 6
+    env.wait_until_the_app_knows()
+    members = ok(env.get(f"{TAGS}/{label['id']}/members"))["data"]["members"]
+    assert [m["object_id"] for m in members] == [DFM]
+
+
+@pytest.mark.parametrize(
+    ("method", "uri", "body", "status"),
+    [
+        ("POST", TAGS, {"name": "Tier_Zero"}, 409),  # would share Tier Zero's Cypher label
+        ("POST", TAGS, {"name": "admin tier 0"}, 409),  # Tier Zero's older tag
+        ("POST", TAGS, {"name": "Tag\n"}, 400),
+        ("POST", TAGS, {"name": "Notes", "description": "a\u0000b"}, 400),
+        ("POST", GROUPS, {"name": "Legacy", "tag": "legacy\n"}, 400),
+        ("PUT", f"{GROUPS}/2/selectors", [{"selector_name": "x", "sid": DFM, "action": "add\n"}],
+         400),
+        ("PUT", f"{GROUPS}/2/selectors", [{"selector_name": "   ", "sid": DFM, "action": "add"}],
+         400),
+        ("PUT", f"{GROUPS}/2/selectors", [{"selector_name": "x", "sid": "a b", "action": "add"}],
+         400),
+        ("PUT", f"{GROUPS}/2/selectors", [{"selector_name": "x\u0000", "sid": DFM,
+                                           "action": "add"}], 400),
+        ("POST", f"{TAGS}/2/selectors", {"name": "x", "seeds": [{"type": 1, "value": "A\u0000"}]},
+         400),
+        ("POST", f"{TAGS}/2/selectors",
+         {"name": "x", "seeds": [{"type": 2, "value": "MATCH (n) WHERE n.name = $x RETURN n"}]},
+         400),  # fails on the graph: refused, not kept selecting nothing
+        ("POST", f"{TAGS}/2/selectors",
+         {"name": "x", "seeds": [{"type": 2, "value": "MATCH (a), (b), (c) RETURN a"}]}, 413),
+        ("POST", f"{TAGS}/preview-selectors?limit=-1", {"seeds": [{"type": 1, "value": DFM}]},
+         400),
+        ("POST", f"{TAGS}/search", {"query": "     ", "tag_type": 1}, 400),
+        ("POST", f"{TAGS}-history", {"query": "    "}, 400),
+        ("GET", "/api/v2/graphs/paths-between?start_tag=owned&end_tag=1&skip=5", None, 400),
+        ("GET", f"{GROUPS}?sort_by=bogus", None, 400),
+        ("GET", f"{GROUPS}/99", None, 404),
+    ],
+)  # fmt: skip
+def test_what_an_attack_found_is_refused(
+    env: Env, method: str, uri: str, body: Any, status: int
+) -> None:
+    ingest(env, V6)
+    answer = send(env, method, uri, body)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["errors"][0]["message"]
+    if uri == f"{GROUPS}/99":
+        assert answer.json()["errors"][0]["context"] == "asset_group_id"
+
+
+def test_a_rename_may_not_take_a_label_another_tag_has(env: Env) -> None:
+    first = ok(send(env, "POST", TAGS, {"name": "A_B"}), 201)["data"]
+    second = ok(send(env, "POST", TAGS, {"name": "C"}), 201)["data"]
+    refused = send(env, "PATCH", f"{TAGS}/{second['id']}", {"name": "A B"})
+    assert refused.status_code == 409, refused.text
+    assert "A_B" in refused.json()["errors"][0]["message"]
+    assert ok(send(env, "PATCH", f"{TAGS}/{first['id']}", {"name": "A B"}))["data"]["name"] == "A B"
+
+
+def test_many_marks_in_one_request_and_the_groups_sorted(env: Env) -> None:
+    ingest(env, SAMPLES["sample zip (3 domains, 3 collections)"])
+    users = sorted(
+        oid
+        for oid, (label, _) in Expected(
+            raw_documents(SAMPLES["sample zip (3 domains, 3 collections)"])
+        ).nodes.items()
+        if label == "User"
+    )
+    marks = [{"selector_name": u, "sid": u, "action": "add"} for u in users]
+    assert len(mark_many(env, marks)["added_selectors"]) == len(users) > 50
+    assert ok(env.get(f"{GROUPS}/2/members/counts"))["data"]["total_count"] == len(users)
+    unmarks = [{**m, "action": "remove"} for m in marks[1:]]
+    assert len(mark_many(env, unmarks)["removed_selectors"]) == len(users) - 1
+    members = ok(env.get(f"{GROUPS}/2/members"))["data"]["members"]
+    assert [m["object_id"] for m in members] == [users[0]]
+    send(env, "POST", GROUPS, {"name": "Zeta", "tag": "aaa"})
+    by_tag = ok(env.get(f"{GROUPS}?sort_by=tag"))["data"]["asset_groups"]
+    assert [g["tag"] for g in by_tag] == ["aaa", "admin_tier_0", "owned"]
+    by_name = ok(env.get(f"{GROUPS}?sort_by=-name"))["data"]["asset_groups"]
+    assert [g["name"] for g in by_name] == ["Zeta", "Tier Zero", "Owned"]
+
+
+def mark_many(env: Env, changes: list[dict[str, str]]) -> Any:
+    return ok(send(env, "PUT", f"{GROUPS}/2/selectors", changes), 201)["data"]
+
+
+def test_a_seed_past_its_time_at_ingest_keeps_its_earlier_members(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the end of an ingest no request can cancel a slow seed: it stops at its time, and
+    its selector keeps what it selected before (a seed accepted on a small graph once held
+    a larger ingest for hours)."""
+    ingest(env, V6)
+    label = ok(send(env, "POST", TAGS, {"name": "Off"}), 201)["data"]
+    # A seed that does some work (pairs of nodes) before it answers the disabled users.
+    query = "MATCH (u:User), (a), (b) WHERE u.enabled = false RETURN DISTINCT u"
+    seed = {"type": 2, "value": query}
+    ok(send(env, "POST", f"{TAGS}/{label['id']}/selectors", {"name": "off", "seeds": [seed]}), 201)
+    before = {
+        m["object_id"] for m in ok(env.get(f"{TAGS}/{label['id']}/members"))["data"]["members"]
+    }
+    users = json.loads((V6 / "users.json").read_text("utf-8-sig"))
+    esid = next(u for u in users["data"] if u["ObjectIdentifier"].endswith("-2106"))
+    esid["Properties"]["enabled"] = False
+    (tmp_path / "users.json").write_text(json.dumps({**users, "data": [esid]}))
+    monkeypatch.setattr(tagging, "TAGGING_SECONDS", 0.0)
+    ingest(env, tmp_path / "users.json")
+    after = {
+        m["object_id"] for m in ok(env.get(f"{TAGS}/{label['id']}/members"))["data"]["members"]
+    }
+    assert after == before == disabled_users(V6)

@@ -395,7 +395,10 @@ def build_tag_operations() -> tuple[Operation, ...]:
             "The asset groups (the tags, the older way): Admin Tier Zero, Owned, the labels",
             asset_groups.list_asset_groups, wire.AssetGroupListResponse, ERRORS,
             permission=READ_GRAPH,
-            parameters=(Filters(asset_groups.ASSET_GROUP_FILTERS, others=("sort_by",)),),
+            parameters=(
+                Filters(asset_groups.ASSET_GROUP_FILTERS, others=("sort_by",)),
+                Sorting(asset_groups.ASSET_GROUP_SORT, (SortKey("id", False),)),
+            ),
         ),
         Operation(
             "POST", f"{V2}/asset-groups", "CreateAssetGroup",

@@ -91,6 +91,9 @@ class Run:
     next_look: int = TICK_EVERY
     resident_at_start: int | None = field(default_factory=resident_bytes)
     inline_until: float | None = None  # run on the event loop: until this perf_counter()
+    # A query run without a request to cancel it (a tag's seed at the end of an ingest):
+    # stopped past this time.monotonic().
+    deadline: float | None = None
 
     def tick(self, weight: int = 1) -> None:
         """One step of work; or `weight` steps, for a value built at once (a list of that
@@ -104,6 +107,8 @@ class Run:
             raise InlineBudgetSpent
         if self.cancelled.is_set():
             raise Stopped
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise query_error(None, "the query ran past its time", "cypher_deadline", 408)
         if self.resident_at_start is not None:
             grown = (resident_bytes() or 0) - self.resident_at_start
             if grown > self.caps.memory_bytes:

@@ -123,7 +123,7 @@ async def run_to_end(query: syntax.Query, run: Run) -> Result:
         return execute(query, run)
     except InlineBudgetSpent:
         pass
-    again = Run(run.graph, run.parameters, run.caps)
+    again = Run(run.graph, run.parameters, run.caps, deadline=run.deadline)
     return await in_thread(again, lambda: execute(query, again))
 
 

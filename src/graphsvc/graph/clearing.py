@@ -139,6 +139,7 @@ async def clear_now(conn: Connection, asked: Clearing, options: dict[str, object
         done.append("data quality history")
     if asked.asset_group_selectors:
         # The selectors people added (Owned's marks, a label's); the defaults stay.
+        await store_tags.lock_tags(conn)
         await store_tags.delete_custom_selectors(conn, asked.asset_group_selectors)
         await store_tags.rebuild_members(conn)
         done.append("custom asset group selectors")

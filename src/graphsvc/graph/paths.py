@@ -341,6 +341,11 @@ async def find_paths_between(
     """Shortest paths from each of a set of objects (a tag's members, or object ids) to the
     nearest of another set, on the index: the starts nearest first, at most `limit` paths
     (page.limit); the kinds as shortest-path takes them."""
+    if page.skip:
+        raise bad_request(
+            "skip is not taken: the paths come the nearest starts first, `limit` says how many",
+            "skip",
+        )
     kind_filter = parse_kind_filter(relationship_kinds)
     starts = await node_set(conn, start_tag, start_nodes, "start")
     ends = await node_set(conn, end_tag, end_nodes, "end")

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from graphsvc.store.db import Connection, Row
-from graphsvc.store.dialect import in_list, json_text, like_pattern, list_param
+from graphsvc.store.dialect import in_list, json_text, like_pattern, list_param, row_lock
 from graphsvc.store.filters import (
     EQUALITY,
     RANGE,
@@ -201,22 +201,18 @@ async def read_member_ids(conn: Connection, tag_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-async def tag_name_taken(conn: Connection, name: str, other_than: int = 0) -> bool:
-    found = await conn.fetchval(
-        """SELECT 1 FROM asset_group_tags WHERE deleted_at IS NULL AND id <> $2
-        AND (upper(name) = upper($1) OR upper(legacy_tag) = upper($1))""",
-        name,
-        other_than,
-    )
-    return found is not None
-
-
-async def legacy_tag_taken(conn: Connection, legacy_tag: str) -> bool:
-    found = await conn.fetchval(
-        "SELECT 1 FROM asset_group_tags WHERE deleted_at IS NULL AND legacy_tag = $1",
-        legacy_tag,
-    )
-    return found is not None
+async def tag_taking(conn: Connection, text: str, other_than: int = 0) -> TagRow | None:
+    """The tag (not `other_than`) whose name or older tag reads as `text` does, once case,
+    spaces, hyphens and underscores are set aside: two such would share a Cypher label
+    (`Tag_A_B` for "A B" and "A_B") or a name one types to find them."""
+    wanted = reference_key(text)
+    for tag in await list_tags(conn):
+        if tag.id != other_than and wanted in (
+            reference_key(tag.name),
+            reference_key(tag.legacy_tag),
+        ):
+            return tag
+    return None
 
 
 async def insert_tag(
@@ -627,6 +623,15 @@ async def rebuild_members(conn: Connection) -> None:
             AND (t.require_certify IS NULL OR NOT t.require_certify OR sn.certified > -1)"""
     )
     await move_tags_version(conn)
+
+
+async def lock_tags(conn: Connection) -> None:
+    """Hold the tags for this transaction (on PostgreSQL; SQLite's writes are one at a time):
+    two changes of selectors at once would each rebuild the members, and two new tags pass
+    each other's name check."""
+    await conn.fetchval(
+        f"SELECT version FROM tag_state WHERE id = 1{row_lock(conn.dialect, 'FOR UPDATE')}"
+    )
 
 
 async def move_tags_version(conn: Connection) -> None:

@@ -16,6 +16,7 @@ its own), so that one member of two domains' admin groups is in both domains' ti
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -99,10 +100,15 @@ class Selection:
 
 
 async def seed_nodes(
-    conn: Connection, graphs: CypherGraphs, seeds: Iterable[Seed], caps: Caps
+    conn: Connection,
+    graphs: CypherGraphs,
+    seeds: Iterable[Seed],
+    caps: Caps,
+    seconds: float | None = None,
 ) -> list[int]:
     """The nodes the seeds name: an object id's node (none for an id no node has), and
-    every node a Cypher seed's answer holds (in its paths too)."""
+    every node a Cypher seed's answer holds (in its paths too). `seconds`: the most a
+    Cypher seed may run (none: until the request that asked is cancelled)."""
     seeds = list(seeds)
     found: dict[int, None] = {}
     object_ids = [s.value for s in seeds if s.type == OBJECT_ID_SEED]
@@ -116,17 +122,24 @@ async def seed_nodes(
         if seed.type == CYPHER_SEED:
             query = parse(seed.value)
             graph = await graphs(conn, query_needs(query, {}))
-            result = await run_to_end(query, Run(graph, {}, caps))
+            deadline = None if seconds is None else time.monotonic() + seconds
+            result = await run_to_end(query, Run(graph, {}, caps, deadline=deadline))
             found.update(collect(result).nodes)
     return list(found)
 
 
 async def select_nodes(
-    conn: Connection, graphs: CypherGraphs, seeds: Iterable[Seed], expansion: int, caps: Caps
+    conn: Connection,
+    graphs: CypherGraphs,
+    seeds: Iterable[Seed],
+    expansion: int,
+    caps: Caps,
+    seconds: float | None = None,
 ) -> list[Selected]:
-    """What the seeds select under the expansion: seeds first, then children, then parents."""
+    """What the seeds select under the expansion: seeds first, then children, then parents
+    (`seconds`: as `seed_nodes` takes it)."""
     selection = Selection(conn, {}, {}, {})
-    nodes = await seed_nodes(conn, graphs, seeds, caps)
+    nodes = await seed_nodes(conn, graphs, seeds, caps, seconds)
     await selection.learn(nodes)
     seeded = selection.add(
         ((n, selection.facts[n].environment_id) for n in nodes if n in selection.facts), SEED
@@ -201,11 +214,12 @@ async def select_or_keep(
     expansion: int,
     caps: Caps,
     selector_name: str,
+    seconds: float,
 ) -> list[Selected] | None:
     """`select_nodes`, or None where a Cypher seed fails on this graph (a query past the
-    caps, say): logged, and the selector's earlier selection is kept."""
+    caps or past `seconds`, say): logged, and the selector's earlier selection is kept."""
     try:
-        return await select_nodes(conn, graphs, seeds, expansion, caps)
+        return await select_nodes(conn, graphs, seeds, expansion, caps, seconds)
     except ApiError as exc:
         log.warning("selector %r not applied to this graph: %s", selector_name, exc.message)
         return None

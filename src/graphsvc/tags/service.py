@@ -10,6 +10,7 @@ neither renamed nor deleted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -41,6 +42,7 @@ from graphsvc.tags.tagging import retag_selector
 TIER, LABEL, OWNED = 1, 2, 3
 SYSTEM_TAGS = (TIER_ZERO_TAG_ID, OWNED_TAG_ID)
 SEARCH_LIMIT = 50  # of each kind of result, as the reference's
+PREVIEW_MOST = 10_000  # members a preview answers
 
 
 def engine_graphs(engine: CypherEngine) -> CypherGraphs:
@@ -121,11 +123,54 @@ async def record(
     audit(f"tags.{action}", f"{action} {target!r} (tag {tag_id})", tag_id=tag_id)
 
 
-async def existing_tag(conn: Connection, tag_id: int) -> TagRow:
+async def existing_tag(
+    conn: Connection, tag_id: int, context: str = "asset_group_tag_id"
+) -> TagRow:
     tag = await store.find_tag(conn, tag_id)
     if tag is None:
-        raise not_found(f"no asset group tag with id {tag_id}", "asset_group_tag_id")
+        raise not_found(f"no asset group tag with id {tag_id}", context)
     return tag
+
+
+async def tag_to_change(
+    conn: Connection, tag_id: int, context: str = "asset_group_tag_id"
+) -> TagRow:
+    """The tag, held for this transaction's change (store/tags.py `lock_tags`)."""
+    await store.lock_tags(conn)
+    return await existing_tag(conn, tag_id, context)
+
+
+TAG_NAME = re.compile(r"[A-Za-z0-9 _]+")
+LEGACY_TAG = re.compile(r"[a-z0-9_]+")
+
+
+def checked_text(value: str, field: str) -> str:
+    """Free text (a description, a Cypher seed): any but a NUL, which PostgreSQL cannot
+    store."""
+    if "\x00" in value:
+        raise bad_request(f"{field} must not contain a NUL character", field)
+    return value
+
+
+def checked_name(
+    value: str,
+    field: str,
+    pattern: re.Pattern[str] = TAG_NAME,
+    allowed: str = "letters, digits, spaces and _ only",
+) -> str:
+    """A name of the pattern's characters only (a tag's, by default), once trimmed of
+    spaces (a newline or another control character is refused, never dropped)."""
+    name = value.strip(" ")
+    if not pattern.fullmatch(name):
+        raise bad_request(f"{field} must be {allowed}, not empty: {value!r}", field)
+    return name
+
+
+def checked_selector_name(value: str, field: str = "name") -> str:
+    name = value.strip()
+    if not name or not name.isprintable():
+        raise bad_request(f"a selector's {field} must be printable text, not empty", field)
+    return name
 
 
 async def existing_selector(conn: Connection, tag: TagRow, selector_id: int) -> SelectorRow:
@@ -177,17 +222,25 @@ async def create_tag(
             "owned tag",
             "type",
         )
-    return await add_label(conn, caller, body.name, body.description, legacy_name(body.name))
+    name = checked_name(body.name, "name")
+    return await add_label(conn, caller, name, body.description, legacy_name(name))
 
 
 async def add_label(
     conn: Connection, caller: Caller, name: str, description: str, legacy_tag: str
 ) -> wire.TagResponse:
-    name = name.strip()
-    if not name:
-        raise bad_request("a tag's name must not be empty", "name")
-    if await store.tag_name_taken(conn, name) or await store.legacy_tag_taken(conn, legacy_tag):
-        raise conflict(f"a tag named {name!r} exists already", "name")
+    """A label of this name and older tag, both checked."""
+    description = checked_text(description, "description")
+    await store.lock_tags(conn)
+    for text, field in ((name, "name"), (legacy_tag, "tag")):
+        taken = await store.tag_taking(conn, text)
+        if taken is not None:
+            raise conflict(
+                f"the {field} {text!r} is too close to the tag {taken.name!r} (tag "
+                f"{taken.legacy_tag!r}): names that differ only in case, spaces or _ would "
+                "share one Cypher label",
+                field,
+            )
     now = datetime.now(UTC)
     tag_id = await store.insert_tag(
         conn, LABEL, name, description, legacy_tag, caller.principal.user_id, now
@@ -199,18 +252,26 @@ async def add_label(
 async def update_tag(
     conn: Connection, caller: Caller, tag_id: int, body: wire.UpdateTagRequest
 ) -> wire.TagResponse:
-    tag = await existing_tag(conn, tag_id)
+    tag = await tag_to_change(conn, tag_id)
     if body.name is UNSET and body.description is UNSET:
         raise bad_request("no valid fields specified: name or description", "body")
-    name = tag.name if body.name is UNSET else body.name.strip()
+    name = tag.name if body.name is UNSET else checked_name(body.name, "name")
     if name != tag.name:
         if tag.id in SYSTEM_TAGS:
             raise bad_request(f"{tag.name} cannot be renamed", "name")
-        if not name:
-            raise bad_request("a tag's name must not be empty", "name")
-        if await store.tag_name_taken(conn, name, other_than=tag.id):
-            raise conflict(f"a tag named {name!r} exists already", "name")
-    description = tag.description if body.description is UNSET else body.description
+        taken = await store.tag_taking(conn, name, other_than=tag.id)
+        if taken is not None:
+            raise conflict(
+                f"the name {name!r} is too close to the tag {taken.name!r} (tag "
+                f"{taken.legacy_tag!r}): names that differ only in case, spaces or _ would "
+                "share one Cypher label",
+                "name",
+            )
+    description = (
+        tag.description
+        if body.description is UNSET
+        else checked_text(body.description, "description")
+    )
     now = datetime.now(UTC)
     await store.update_tag(conn, tag.id, name, description, caller.principal.user_id, now)
     await store.move_tags_version(conn)  # a renamed tag is a new label in Cypher
@@ -219,7 +280,7 @@ async def update_tag(
 
 
 async def delete_tag(conn: Connection, caller: Caller, tag_id: int) -> None:
-    tag = await existing_tag(conn, tag_id)
+    tag = await tag_to_change(conn, tag_id)
     if tag.id in SYSTEM_TAGS:
         raise forbidden(f"{tag.name} cannot be deleted", "system_tag")
     now = datetime.now(UTC)
@@ -230,7 +291,9 @@ async def delete_tag(conn: Connection, caller: Caller, tag_id: int) -> None:
 async def search_tags(conn: Connection, body: wire.TagSearchRequest) -> wire.TagSearchResponse:
     """Tags of the type (a label search covers Owned too) whose name holds the text, their
     selectors whose name does, and their members whose name or object id does."""
-    text = body.query.strip().upper()
+    text = checked_text(body.query, "query").strip().upper()
+    if len(text) < 3:
+        raise bad_request("query must hold at least 3 characters besides spaces", "query")
     types = {LABEL, OWNED} if body.tag_type == LABEL else {body.tag_type}
     tags = [t for t in await store.list_tags(conn) if t.type in types]
     if body.asset_group_tag_id is not UNSET:
@@ -312,6 +375,7 @@ def checked_seeds(given: Sequence[wire.Seed]) -> list[Seed]:
     if len({s.type for s in given}) > 1:
         raise bad_request("a selector's seeds must all be of one type", "seeds")
     for seed in given:
+        checked_text(seed.value, "seeds")
         if not seed.value.strip():
             raise bad_request("a seed's value must not be empty", "seeds")
         if seed.type == CYPHER_SEED:
@@ -356,12 +420,12 @@ async def create_selector(
     tag_id: int,
     body: wire.CreateSelectorRequest,
 ) -> wire.SelectorResponse:
-    tag = await existing_tag(conn, tag_id)
+    tag = await tag_to_change(conn, tag_id)
     seeds = checked_seeds(body.seeds)
     auto_certify = checked_auto_certify(tag, body.auto_certify)
-    selector = await add_selector(
-        conn, engine, caller, tag, body.name.strip(), body.description, seeds, auto_certify
-    )
+    name = checked_selector_name(body.name)
+    description = checked_text(body.description, "description")
+    selector = await add_selector(conn, engine, caller, tag, name, description, seeds, auto_certify)
     return wire.SelectorResponse(selector_answer(selector))
 
 
@@ -375,9 +439,7 @@ async def add_selector(
     seeds: list[Seed],
     auto_certify: int,
 ) -> SelectorRow:
-    """A selector added to the tag and applied; the one added."""
-    if not name:
-        raise bad_request("a selector's name must not be empty", "name")
+    """A selector added to the tag (held: `tag_to_change`) and applied; the one added."""
     if await store.selector_name_taken(conn, tag.id, name):
         raise conflict(f"tag {tag.name!r} has a selector named {name!r} already", "name")
     now = datetime.now(UTC)
@@ -399,7 +461,7 @@ async def update_selector(
     selector_id: int,
     body: wire.UpdateSelectorRequest,
 ) -> wire.SelectorResponse:
-    tag = await existing_tag(conn, tag_id)
+    tag = await tag_to_change(conn, tag_id)
     selector = await existing_selector(conn, tag, selector_id)
     given = {
         name
@@ -414,8 +476,10 @@ async def update_selector(
     changed = SelectorRow(
         selector.id,
         selector.tag_id,
-        selector.name if body.name is UNSET else body.name.strip(),
-        selector.description if body.description is UNSET else body.description,
+        selector.name if body.name is UNSET else checked_selector_name(body.name),
+        selector.description
+        if body.description is UNSET
+        else checked_text(body.description, "description"),
         selector.auto_certify
         if body.auto_certify is UNSET
         else checked_auto_certify(tag, body.auto_certify),
@@ -429,8 +493,6 @@ async def update_selector(
         selector.disabled_by,
         selector.seeds if body.seeds is UNSET else checked_seeds(body.seeds),
     )
-    if not changed.name:
-        raise bad_request("a selector's name must not be empty", "name")
     if changed.name != selector.name and await store.selector_name_taken(
         conn, tag.id, changed.name, other_than=selector.id
     ):
@@ -452,19 +514,20 @@ def replace_disabled(selector: SelectorRow, at: datetime | None, by: str | None)
 
 
 async def delete_selector(conn: Connection, caller: Caller, tag_id: int, selector_id: int) -> None:
-    tag = await existing_tag(conn, tag_id)
+    tag = await tag_to_change(conn, tag_id)
     selector = await existing_selector(conn, tag, selector_id)
     if selector.is_default:
         raise forbidden("a default selector cannot be deleted (it may be disabled)", "default")
     await remove_selector(conn, caller, tag, selector)
+    await store.rebuild_members(conn)
 
 
 async def remove_selector(
     conn: Connection, caller: Caller, tag: TagRow, selector: SelectorRow
 ) -> None:
+    """Delete the selector (its tag held); the caller rebuilds the members."""
     now = datetime.now(UTC)
     await store.delete_selector(conn, selector.id)
-    await store.rebuild_members(conn)
     await record(conn, caller, "DeleteSelector", selector.name, tag.id, now)
 
 
@@ -501,6 +564,8 @@ async def preview_selectors(
     conn: Connection, engine: CypherEngine, limit: int | None, body: wire.PreviewRequest
 ) -> wire.PreviewResponse:
     """What seeds would select under an expansion, written nowhere."""
+    if limit is not None and not 1 <= limit <= PREVIEW_MOST:
+        raise bad_request(f"limit must be 1 to {PREVIEW_MOST}", "limit")
     seeds = checked_seeds(body.seeds)
     selected = await select_nodes(conn, engine_graphs(engine), seeds, body.expansion, engine.caps)
     shown = selected[: 200 if limit is None else limit]
@@ -539,7 +604,10 @@ async def list_history(
 async def search_history(
     conn: Connection, page: Page, body: wire.HistorySearchRequest
 ) -> wire.PagedHistory:
+    text = checked_text(body.query, "query").strip()
+    if len(text) < 3:
+        raise bad_request("query must hold at least 3 characters besides spaces", "query")
     total, rows = await store.list_history(
-        conn, (), body.query.strip(), [SortKey("created_at", True)], page.skip, page.limit
+        conn, (), text, [SortKey("created_at", True)], page.skip, page.limit
     )
     return history_answer(total, rows, page)

@@ -18,12 +18,20 @@ from graphsvc.errors import ApiError
 from graphsvc.store import tags as store
 from graphsvc.store.db import Connection
 from graphsvc.store.tags import Seed, SelectorRow
-from graphsvc.tags.selection import CYPHER_SEED, EXPANSION_OF_TYPE, CypherGraphs, select_or_keep
+from graphsvc.tags.selection import (
+    CYPHER_SEED,
+    EXPANSION_OF_TYPE,
+    CypherGraphs,
+    select_nodes,
+    select_or_keep,
+)
 
 # What a Cypher seed may build while the whole graph is tagged (an ingest has no server's
 # settings): the settings' defaults but ten times the rows, since a seed may select every
-# user of a large domain.
+# user of a large domain; and how long it may run, since no request can cancel it (a seed
+# accepted on a small graph can take hours on a large one, holding the ingest's write).
 TAGGING_CAPS = Caps(1_000_000, 10_000, 1024 * 2**20)
+TAGGING_SECONDS = 30.0
 
 
 async def tag_graph(conn: Connection, now: datetime) -> None:
@@ -33,6 +41,7 @@ async def tag_graph(conn: Connection, now: datetime) -> None:
     graphs = TransactionGraph(
         followed_kinds(s for selector, _ in selectors for s in selector.seeds)
     )
+    await store.lock_tags(conn)
     await store.delete_disabled_selector_nodes(conn)
     for selector, tag_type in selectors:
         await select_again(conn, graphs.read, selector, tag_type, TAGGING_CAPS, now)
@@ -71,8 +80,12 @@ async def select_again(
     caps: Caps,
     now: datetime,
 ) -> None:
+    """The selector's selection made again on the whole graph (kept as it was where a seed
+    fails: see `select_or_keep`)."""
     expansion = EXPANSION_OF_TYPE[tag_type]
-    selected = await select_or_keep(conn, graphs, selector.seeds, expansion, caps, selector.name)
+    selected = await select_or_keep(
+        conn, graphs, selector.seeds, expansion, caps, selector.name, TAGGING_SECONDS
+    )
     if selected is not None:
         await store.replace_selector_nodes(conn, selector, selected, now)
 
@@ -85,10 +98,13 @@ async def retag_selector(
     caps: Caps,
     now: datetime,
 ) -> None:
-    """After a selector's change: its selection made again (or dropped, disabled), and the
+    """After a selector's change, in the request that made it: its selection made again (a
+    seed that fails refuses the request with its error) or dropped (disabled), and the
     members."""
     if selector.disabled_at is None:
-        await select_again(conn, graphs, selector, tag_type, caps, now)
+        expansion = EXPANSION_OF_TYPE[tag_type]
+        selected = await select_nodes(conn, graphs, selector.seeds, expansion, caps)
+        await store.replace_selector_nodes(conn, selector, selected, now)
     else:
         await store.delete_selector_nodes(conn, selector.id)
     await store.rebuild_members(conn)

@@ -5,7 +5,7 @@ clients mark owned objects through."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -309,7 +309,7 @@ class UpdateAssetGroupRequest(msgspec.Struct, forbid_unknown_fields=True):
 class SelectorChange(msgspec.Struct, forbid_unknown_fields=True):
     selector_name: Annotated[str, Meta(min_length=1, max_length=250)]
     sid: Annotated[str, Meta(min_length=1, max_length=512)]  # an object id
-    action: Annotated[str, Meta(pattern="^(add|remove)$")]
+    action: Literal["add", "remove"]
 
 
 class SelectorChanges(msgspec.Struct):

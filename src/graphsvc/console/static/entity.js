@@ -156,7 +156,7 @@ async function showEntity(page, segment, objectId, opened, current) {
     marks.replaceChildren(badges({ ...props, isOwnedObject: owned }));
   }, "entity-mark-owned");
   page.append(
-    el("h1", { class: "entity-name" }, props.name || objectId, " ", marks),
+    el("h1", { class: "entity-name" }, props.name || objectId, marks),
     el("p", { class: "muted" }, `${segment.replace(/s$/, "")} · ${props.objectid || objectId} `, mark),
     el("div", { class: "entity-columns" },
       el("section", { class: "card" }, el("h2", {}, "Properties"),
