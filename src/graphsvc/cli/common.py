@@ -347,6 +347,7 @@ class Commands(click.Group):
 COMMAND_MODULES = {
     "serve": "graphsvc.cli.server",
     "db": "graphsvc.cli.server",
+    "config": "graphsvc.cli.config",
     "demo": "graphsvc.cli.server",
     "examples": "graphsvc.cli.signing",
     "sign": "graphsvc.cli.signing",
