@@ -348,6 +348,7 @@ COMMAND_MODULES = {
     "serve": "graphsvc.cli.server",
     "db": "graphsvc.cli.server",
     "config": "graphsvc.cli.config",
+    "backup": "graphsvc.cli.backup",
     "demo": "graphsvc.cli.server",
     "examples": "graphsvc.cli.signing",
     "sign": "graphsvc.cli.signing",
