@@ -31,6 +31,7 @@ from graphsvc.accounts import tokens, users
 from graphsvc.crypto import KeyBox
 from graphsvc.signatures import body_signer, encode_signature
 from graphsvc.store.db import Connection, run_in_transaction
+from graphsvc.uploads import jobs
 from graphsvc.uploads.ingester import MAX_ATTEMPTS
 from tests.conftest import (
     FIXTURES,
@@ -623,3 +624,47 @@ def test_a_job_cut_off_on_its_last_attempt_fails_and_drops_its_files(
     assert fetch(database_url, "SELECT attempts FROM file_upload_jobs") == [(MAX_ATTEMPTS + 1,)]
     assert fetch(database_url, "SELECT count(*) FROM file_upload_chunks") == [(0,)]
     assert fetch(database_url, "SELECT count(*) FROM nodes") == [(0,)]
+
+
+def test_an_upload_still_arriving_when_the_grace_ends_gets_json_and_its_job_fails(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A file that keeps coming, slowly, past the shutdown grace (3 s here): its request is
+    answered the JSON 503 before the server exits, and its job fails at once saying why (the
+    grace's end cancelled it into a plain-text 500 and left the job running)."""
+    client = Client(create_uploader(database_url))
+    settings = {"shutdown_grace_seconds": "3", "body_timeout_seconds": "5"}
+    data = (V6 / "users.json").read_bytes()
+    parts = [data[i : i + 1024] for i in range(0, len(data), 1024)]
+    started = threading.Event()
+
+    def trickle() -> Iterator[bytes]:
+        for part in parts:
+            started.set()
+            time.sleep(0.25)  # not an event: a slow client past the grace, what is tested
+            yield part
+
+    with served(server_environment(database_url, tmp_path, **settings)) as (base, process):
+        job_id = client.call(base, "POST", f"{JOBS}/start")["id"]
+        uri = f"{JOBS}/{job_id}"
+        headers = {**client.headers("POST", uri, data), "Content-Type": "application/json"}
+        answers: list[httpx.Response] = []
+        sending = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(base + uri, content=trickle(), headers=headers, timeout=60)
+            )
+        )
+        sending.start()
+        assert started.wait(10)
+        time.sleep(0.5)  # the body is arriving
+        process.send_signal(signal.SIGTERM)
+        sending.join(30)
+        assert process.wait(30) == 0
+    assert len(answers) == 1
+    cut = answers[0]
+    assert cut.status_code == 503, cut.text
+    assert cut.json()["errors"][0]["context"] == "shutdown"
+    status, message = fetch(
+        database_url, "SELECT status, status_message FROM file_upload_jobs WHERE id = $1", job_id
+    )[0]
+    assert (status, message) == (5, jobs.STOPPED_MESSAGE)

@@ -48,7 +48,7 @@ from graphsvc.api.web import (
     route,
     send_response,
 )
-from graphsvc.api.writes import Writes
+from graphsvc.api.writes import Stopping, Writes
 from graphsvc.console.assets import load_console_files
 from graphsvc.crypto import KeyBox
 from graphsvc.cypher.graph import NodeTables
@@ -124,8 +124,9 @@ class App:
             self.answers,
             OPERATIONS,
         )
+        self.stopping = Stopping()
         self.writes = Writes(
-            settings, self.db, self.auth, admission, self.context, self.last_access
+            settings, self.db, self.auth, admission, self.context, self.last_access, self.stopping
         )
         by_path: dict[str, list[Operation]] = {}
         for op in OPERATIONS:

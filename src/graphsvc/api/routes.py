@@ -152,6 +152,9 @@ class Operation:
     # While an upload's body arrives, run every few seconds in a transaction of its own,
     # given the same arguments as `admit` (it keeps a job from timing out under a slow file).
     receiving: Callable[..., Awaitable[None]] | None = None
+    # An upload cut off by the server's stop (api/writes.py Stopping), run in a transaction
+    # of its own with the same arguments: what becomes of its target (a job failed).
+    cut_off: Callable[..., Awaitable[None]] | None = None
     # Its success answer tells the server's upload limit (UPLOAD_LIMIT_HEADER), so that a
     # client can refuse a file before it spends time hashing it.
     tells_upload_limit: bool = False
@@ -1052,6 +1055,7 @@ OPERATIONS: tuple[Operation, ...] = (
         upload=True,
         admit=jobs.check_upload_target,
         receiving=jobs.note_file_arriving,
+        cut_off=jobs.fail_on_stop,
     ),
     Operation(
         "POST",

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from http import HTTPStatus
 from typing import Any
 
@@ -22,6 +22,7 @@ from graphsvc.api.ratelimit import client_address
 from graphsvc.api.routes import Operation
 from graphsvc.api.upload_body import accepted_content_type, receive_upload
 from graphsvc.api.web import (
+    CLOSE,
     REQUEST_ID_KEY,
     Endpoint,
     Request,
@@ -30,6 +31,7 @@ from graphsvc.api.web import (
     decode_json,
     json_response,
 )
+from graphsvc.errors import ApiError
 from graphsvc.logs import recording_audit
 from graphsvc.settings import Settings
 from graphsvc.store.db import DATABASE_ERRORS, Connection, Database
@@ -41,6 +43,44 @@ log = logging.getLogger("graphsvc")
 NO_CONTENT = (HTTPStatus.NO_CONTENT, HTTPStatus.ACCEPTED)
 
 
+class Stopping:
+    """The server's stop, as the uploads see it: told when the shutdown grace begins
+    (`begin`), it cuts off, a moment before the grace ends, every upload whose body is still
+    arriving (`before_cutoff`), so that each gets the JSON 503 and its job a reason, where
+    the end of the grace cancelled them into a plain-text 500 and left the job running."""
+
+    def __init__(self) -> None:
+        self.cutoff = asyncio.Event()
+
+    def begin(self, grace_seconds: float) -> None:
+        """The grace has begun (on the event loop): cut off before it ends."""
+        margin = min(2.0, grace_seconds / 4)  # to answer, and fail the job, in time
+        asyncio.get_running_loop().call_later(max(0.0, grace_seconds - margin), self.cutoff.set)
+
+    async def before_cutoff(self, work: Awaitable[None]) -> None:
+        """`work` (a body arriving), or a 503 if the cutoff comes first (the work cancelled)."""
+        doing = asyncio.ensure_future(work)
+        cut = asyncio.ensure_future(self.cutoff.wait())
+        try:
+            await asyncio.wait({doing, cut}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (doing, cut):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        if doing.cancelled():
+            raise ApiError(
+                503,
+                "the server is stopping, and the file had not all arrived: its upload job "
+                "failed; start a new one (on another replica, or once this one is back)",
+                "shutdown",
+                CLOSE,
+                code="stopping",
+            )
+        doing.result()
+
+
 class Writes:
     def __init__(
         self,
@@ -50,6 +90,7 @@ class Writes:
         admission: Admission,
         context: Context,
         last_access: LastAccess,
+        stopping: Stopping,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -57,6 +98,7 @@ class Writes:
         self.admission = admission
         self.context = context
         self.last_access = last_access
+        self.stopping = stopping
 
     def endpoint(self, op: Operation) -> Endpoint:
         """Authenticate, authorize, decode the body and parse the parameters, then run the
@@ -105,8 +147,16 @@ class Writes:
                 declared = declared_length(request.scope)
                 await op.admit(conn, declared_bytes=declared, **arguments)
         with tempfile.TemporaryFile(prefix="graphsvc-upload-") as spool:
-            async with self.noting_arrival(op, arguments):
-                await receive_upload(request, spool, content_type, found)
+            try:
+                async with self.noting_arrival(op, arguments):
+                    await self.stopping.before_cutoff(
+                        receive_upload(request, spool, content_type, found)
+                    )
+            except ApiError as exc:
+                if exc.code == "stopping" and op.cut_off is not None:
+                    async with self.db.transaction() as conn:
+                        await op.cut_off(conn, **arguments)
+                raise
             async with self.db.transaction(op.changes_answers) as conn:
                 return await self.run_audited(op, conn, request, arguments, decoder), identity
 

@@ -137,8 +137,17 @@ def run_worker(
 
     from graphsvc.api.app import create_app
 
+    app = create_app(settings)
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, which tells the app when its shutdown grace begins."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            app.stopping.begin(settings.shutdown_grace_seconds)
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=host,
         port=port,
         log_level=settings.log_level,
@@ -152,7 +161,7 @@ def run_worker(
     # uvicorn finishes the requests under way, then raises the signal again for the handler
     # it found: a stop asked for by SIGTERM is a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    server = uvicorn.Server(config)
+    server = StoppingServer(config)
     server.run(sockets=None if sock is None else [sock])
     if not server.started:
         sys.exit(1)

@@ -149,6 +149,21 @@ async def note_file_arriving(conn: Connection, caller: Caller, job_id: int) -> N
     await uploads.touch_job(conn, job_id, datetime.now(UTC))
 
 
+STOPPED_MESSAGE = (
+    "a file was still arriving when the server stopped (its shutdown grace ended): upload "
+    "the files again in a new job"
+)
+
+
+async def fail_on_stop(conn: Connection, caller: Caller, job_id: int) -> None:
+    """A file for the job was cut off by the server's stop: the job fails at once, saying
+    why, where it waited for its timeout before (ten minutes, by default)."""
+    job = await uploads.find_job(conn, job_id)
+    if job is not None and job.status == uploads.RUNNING:
+        now = datetime.now(UTC)
+        await uploads.set_job_status(conn, job_id, uploads.FAILED, STOPPED_MESSAGE, now, ended=True)
+
+
 async def start_upload_job(conn: Connection, caller: Caller) -> wire.FileUploadJobResponse:
     now = datetime.now(UTC)
     job = await uploads.insert_job(conn, caller.principal.user_id, now)
