@@ -115,7 +115,7 @@ def test_a_path_on_testlab_and_its_nodes(env: Env) -> None:
     admins = nodes[f"{TESTLAB}-512"]
     assert admins["kind"] == "Group" and admins["label"] == "DOMAIN ADMINS@TESTLAB.LOCAL"
     assert admins["isTierZero"] is True and admins["isOwnedObject"] is False
-    assert set(admins["kinds"]) == {"Group", "Base"}
+    assert set(admins["kinds"]) == {"Group", "Base", "Tag_Tier_Zero"}  # its tag's label too
     assert all(e["label"] == e["kind"] for e in body["edges"])
 
 

@@ -277,13 +277,12 @@ async def path_answer(
     """The nodes and edges (in this order) of paths, as the answers show them."""
     names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
     times = await paths.read_edge_times(conn, path_node_ids(edges))
-    tagged = await store_tags.read_tag_labels(conn, (n.node_id for n in nodes))
     return (
         {
             str(n.node_id): wire.PathNode(
                 n.name,
                 n.label,
-                [*json.loads(n.kinds), *tagged.get(n.node_id, [])],
+                [*json.loads(n.kinds), *n.tag_labels],
                 n.object_id,
                 n.is_tier_zero,
                 n.is_owned,
@@ -410,7 +409,6 @@ async def exposure_answer(
     )
     shown = {n.node_id for n in exposure.page} | {n.hop for n in exposure.page}
     nodes = {n.node_id: n for n in await paths.read_path_nodes(conn, sorted(shown))}
-    tagged = await store_tags.read_tag_labels(conn, (n.node_id for n in exposure.page))
     names = {kind_id: name for name, kind_id in graph.kind_ids.items()}
     return wire.ExposureList(
         exposure.total,
@@ -426,7 +424,7 @@ async def exposure_answer(
                 nodes[e.node_id].object_id,
                 nodes[e.node_id].name,
                 nodes[e.node_id].label,
-                [*json.loads(nodes[e.node_id].kinds), *tagged.get(e.node_id, [])],
+                [*json.loads(nodes[e.node_id].kinds), *nodes[e.node_id].tag_labels],
                 e.length,
                 wire.FirstHop(
                     nodes[e.hop].object_id,

@@ -128,6 +128,13 @@ def row_lock(dialect: Dialect, clause: str) -> str:
     return f" {clause}" if dialect == "postgresql" else ""
 
 
+def text_aggregate(dialect: Dialect, expression: str) -> str:
+    """SQL joining a text column's values with commas (an aggregate)."""
+    if dialect == "sqlite":
+        return f"group_concat({expression}, ',')"
+    return f"string_agg({expression}, ',')"
+
+
 def like_pattern(text: str) -> str:
     """`text` with LIKE's wildcards escaped (the queries say ESCAPE '\\')."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -11,7 +11,13 @@ from datetime import datetime
 from graphsvc.store.db import Connection, Row
 from graphsvc.store.dialect import in_list, json_property_equals, json_value_param, list_param
 from graphsvc.store.paging import chunks_by_id
-from graphsvc.store.tags import IN_TAG, OWNED_TAG_ID, TIER_ZERO_TAG_ID
+from graphsvc.store.tags import (
+    IN_TAG,
+    OWNED_TAG_ID,
+    TIER_ZERO_TAG_ID,
+    labels_of_names,
+    tag_names_of_node,
+)
 
 # Rows read per statement while building the path index (bounds the rows held at once).
 EDGE_CHUNK = 50_000
@@ -129,16 +135,23 @@ class PathNode:
     updated_at: datetime
     is_tier_zero: bool
     is_owned: bool
+    tag_labels: list[str]  # Tag_Tier_Zero...
 
 
 async def read_path_nodes(conn: Connection, node_ids: Sequence[int]) -> list[PathNode]:
+    """The nodes, with their tags: one statement (a path found costs two, this and its
+    edges' times)."""
     rows = await conn.fetch(
         f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.updated_at,
-            {IN_TAG.format(tag=TIER_ZERO_TAG_ID)}, {IN_TAG.format(tag=OWNED_TAG_ID)}
+            {IN_TAG.format(tag=TIER_ZERO_TAG_ID)}, {IN_TAG.format(tag=OWNED_TAG_ID)},
+            {tag_names_of_node(conn.dialect)}
         FROM nodes n WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")} ORDER BY n.id""",
         list_param(conn.dialect, node_ids),
     )
-    return [PathNode(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7])) for r in rows]
+    return [
+        PathNode(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7]), labels_of_names(r[8]))
+        for r in rows
+    ]
 
 
 async def read_edge_times(

@@ -9,8 +9,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from graphsvc.store.db import Connection, Row
-from graphsvc.store.dialect import in_list, json_text, like_pattern, list_param, row_lock
+from graphsvc.store.db import Connection, Dialect, Row
+from graphsvc.store.dialect import (
+    in_list,
+    json_text,
+    like_pattern,
+    list_param,
+    row_lock,
+    text_aggregate,
+)
 from graphsvc.store.filters import (
     EQUALITY,
     RANGE,
@@ -26,6 +33,20 @@ OWNED_TAG_ID = 2
 TEXT_MATCH = (*EQUALITY, "~eq")
 # SQL testing that node n is a member of a tag (the tag's id written in with `format`).
 IN_TAG = "EXISTS (SELECT 1 FROM tag_members m WHERE m.tag_id = {tag} AND m.node_id = n.id)"
+
+
+def tag_names_of_node(dialect: Dialect) -> str:
+    """SQL of the names of the tags node n is a member of, comma-separated (NULL: none); a
+    tag's name holds no comma (service.py TAG_NAME)."""
+    return f"""(SELECT {text_aggregate(dialect, "d.name")} FROM (SELECT DISTINCT t.name AS name
+        FROM tag_members m JOIN asset_group_tags t ON t.id = m.tag_id
+        WHERE m.node_id = n.id) d)"""
+
+
+def labels_of_names(names: str | None) -> list[str]:
+    """The tag labels of `tag_names_of_node`'s text, by name."""
+    return sorted(tag_kind(name) for name in names.split(",")) if names else []
+
 
 TAG_FILTERS = {
     "type": FilterColumn("t.type", "int", EQUALITY, bits=32),
