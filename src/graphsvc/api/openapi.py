@@ -3,6 +3,7 @@ come from the wire structs the operations answer with."""
 
 from __future__ import annotations
 
+import inspect
 import typing
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -191,6 +192,11 @@ def build_openapi(operations: Sequence[Operation] = OPERATIONS) -> dict[str, Any
         for schema in (op.response, op.request_body, op.download_json):
             structs += structs_of(schema) if schema is not None else []
     _, schemas = msgspec.json.schema_components(dict.fromkeys(structs), ref_template=REF)
+    for schema in schemas.values():
+        # msgspec 0.23 dedents a docstring's later lines and earlier releases kept them as
+        # written: cleaned here, the document is the same whichever release is installed.
+        if "description" in schema:
+            schema["description"] = inspect.cleandoc(schema["description"])
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         paths.setdefault(op.path, {})[op.method.lower()] = document_operation(op)
