@@ -272,14 +272,14 @@ def test_ingest_files_and_folders(cli: Callable[..., Result], tmp_path: Path) ->
 def test_ingest_names_the_records_it_does_not_read(
     cli: Callable[..., Result], tmp_path: Path
 ) -> None:
-    records = [{"kind": "AZKeyVaultOwner", "data": {}}, {"kind": "AZKeyVaultOwner", "data": {}}]
+    records = [{"kind": "AZStorageAccount", "data": {}}, {"kind": "AZStorageAccount", "data": {}}]
     path = tmp_path / "azure.json"
     path.write_text(json.dumps({"meta": {"type": "azure", "version": 5}, "data": records}))
     assert ok_json(cli("ingest", str(path), "--json"))["skipped"] == {
-        "AzureHound AZKeyVaultOwner": 2
+        "AzureHound AZStorageAccount": 2
     }
     text = cli("ingest", str(path))
-    assert "not read: 2 record(s) of AzureHound AZKeyVaultOwner" in text.output
+    assert "not read: 2 record(s) of AzureHound AZStorageAccount" in text.output
 
 
 def test_ingest_errors_name_the_file_and_write_nothing(

@@ -673,3 +673,43 @@ def test_hostile_names_render_as_text(
         for tag in ("img", "script", "svg[onload]", "[onerror]"):
             assert tab.page.locator(f"#page {tag}").count() == 0, tag
         assert tab.dialogs == []
+
+
+@pytest.fixture
+def azure_console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[Console]:
+    """The demo and the Contoso tenant of tests/test_azure_graph.py, served."""
+    env, _ = demo_env
+    ingest(env, FIXTURES / "azure" / "contoso")
+    with console_on(database_url, tmp_path) as tab:
+        yield tab
+
+
+def test_azure_objects_are_entities_with_the_reference_lists(azure_console: Console) -> None:
+    """A user found by name opens on the Azure route's answer: its lists with their sizes;
+    its roles list names the role it holds through its group, a link to the role's page,
+    which lists who holds it."""
+    console = azure_console
+    console.sign_in()
+    console.page.click("#nav a[data-page=entity]")
+    console.page.fill("#entity-query", "dave@contoso")
+    console.page.click("#entity-search button")
+    console.page.click("#search-results a >> text=DAVE@CONTOSO.EXAMPLE")
+    console.page.wait_for_selector(".list-button[data-list=roles]")
+    assert "/entity/azure/users/" in console.page.url
+    assert console.page.inner_text(".list-button[data-list=roles] .count") == "1"
+    console.page.click(".list-button[data-list=roles]")
+    console.page.click("table.entity-list a.entity-link >> text=INTUNE@CONTOSO")
+    console.page.wait_for_selector(".list-button[data-list=active-assignments]")
+    assert "/entity/azure/roles/" in console.page.url
+    console.page.click(".list-button[data-list=active-assignments]")
+    console.page.wait_for_selector("table.entity-list[data-list=active-assignments] tbody tr")
+    listed = console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts()
+    assert set(listed) == {"DAVE@CONTOSO.EXAMPLE", "TIER0 ADMINS@CONTOSO"}, listed
+    console.shoot("azure-entity")
+    console.open(
+        "entity/azure/tenants/6C12B0B0-B2CC-4A73-8252-0B94BFCA2145",
+        ".list-button[data-list=descendent-users]",
+    )
+    assert console.page.inner_text(".list-button[data-list=descendent-users] .count") == "6"

@@ -179,6 +179,12 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
         "PHANTOM.CORP\n"
     )
     assert owned_paths in cypher, cypher
+    # The README's Azure paths: through an Azure role, an Entra role, a synchronized user.
+    assert "  1. ALICE@CONTOSO.EXAMPLE -AZOwner-> PRODUCTION\n" in cypher, cypher
+    assert "-AZHasRole-> HELPDESK@CONTOSO -AZResetPassword-> CAROL@CONTOSO.EXAMPLE\n" in cypher
+    synced = "CAROL@LAB.LOCAL -SyncedToEntraUser-> CAROL@CONTOSO.EXAMPLE -AZOwns-> "
+    assert synced + "PAYROLL@CONTOSO.EXAMPLE -AZRunsAs-> PAYROLL@CONTOSO\n" in cypher
+    assert "['SyncedToEntraUser', 'AZOwns', 'AZRunsAs']\n['INTUNE@CONTOSO']\n" in cypher, cypher
     job = json.loads(upload_result.splitlines()[-1])
     assert job["status"] == 2 and job["run_id"], job
     answers = [json.loads(line) for line in examples.splitlines() if line.strip()]

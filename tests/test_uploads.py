@@ -299,6 +299,7 @@ def test_upload_only_may_upload_and_see_its_jobs_but_read_nothing_else(
             .replace("{asset_group_id}", "1")
             .replace("{asset_group_selector_id}", "1")
             .replace("{domain_id}", "S-1-5-21-1-2-3")
+            .replace("{entity_type}", "users")
             .replace("{object_id}", WIN10)
         )
         headers = env.signed_headers(op.method, path, collector)

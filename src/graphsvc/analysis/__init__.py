@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from graphsvc.analysis.azure import azure_edges
 from graphsvc.analysis.certificates import certificate_edges
 from graphsvc.analysis.domains import domain_edges
 from graphsvc.analysis.escalations import escalation_edges
+from graphsvc.analysis.hybrid import hybrid_edges
 from graphsvc.analysis.local_groups import local_group_edges
 from graphsvc.analysis.owners import derive_owner_edges
 from graphsvc.analysis.pki import golden_cert_edges, read_public_key_services
@@ -41,6 +43,8 @@ async def analyze(
         *await replication_edges(conn),
         *await certificate_edges(conn),
         *await domain_edges(conn),
+        *await azure_edges(conn),
+        *await hybrid_edges(conn),
     ]
     # The certificate services' rules and relay follow the chain, the owners and the local
     # groups' edges (derived above, read from the store once written).

@@ -79,7 +79,7 @@ from graphsvc.api.probes import (
 )
 from graphsvc.console import assets as console_assets
 from graphsvc.cypher import service as cypher
-from graphsvc.graph import clearing, clients, data_quality, extensions, nodes, paths
+from graphsvc.graph import azure, clearing, clients, data_quality, extensions, nodes, paths
 from graphsvc.graph.entities import (
     ENTITY_KINDS,
     ENTITY_LISTS,
@@ -1449,4 +1449,36 @@ OPERATIONS: tuple[Operation, ...] = (
     *build_saved_query_operations(),
     *build_tag_operations(),
     *build_entity_operations(),
+    Operation(
+        "GET",
+        f"{V2}/azure/{{entity_type}}",
+        "GetAzureEntity",
+        "An Azure object's properties and, unless counts=false, the size of each of its "
+        "lists; with related_entity_type, one page of that list",
+        azure.get_azure_entity,
+        wire.AzureEntityResponse,
+        ERRORS,
+        permission=READ_GRAPH,
+        parameters=(
+            PathParameter(
+                "entity_type",
+                "entity_type",
+                "The kind of Azure object",
+                {"type": "string", "enum": list(azure.AZURE_ENTITY_TYPES)},
+                azure.parse_entity_type,
+            ),
+            QueryText("object_id", "object_id", "The object's id, case-insensitive", True),
+            QueryText(
+                "related_entity_type",
+                "related_entity_type",
+                f"A list of the object's: {azure.LISTS_TEXT}",
+            ),
+            QueryFlag("counts", "counts", True, "Count each list; default true"),
+            QueryChoice(
+                "type", ("list",), ("graph",), "Only 'list' is supported; 'graph' is a 400"
+            ),
+            Paging(default_limit=100),
+            Sorting(NODE_SORT, BY_NAME),
+        ),
+    ),
 )

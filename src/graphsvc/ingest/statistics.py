@@ -9,6 +9,7 @@ instances of each environment kind; Azure tenants and AD domains also get their 
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from graphsvc.store import data_quality, extensions
 from graphsvc.store.db import Connection
 from graphsvc.store.graph import ACL_KINDS
 
+UUID_LENGTH = 36  # with its hyphens, as the tenant record's column holds it
 TENANT_FIELDS = {
     "AZUser": "users",
     "AZGroup": "groups",
@@ -85,7 +87,9 @@ async def record_run_statistics(
                     c.kind_id,
                 )
                 totals[key] += c.count
-        if instance.environment_kind == "AZTenant":
+        # The tenant record's id is a UUID (spec 2.3); an OpenGraph node labelled AZTenant
+        # may be named otherwise, and has no such record.
+        if instance.environment_kind == "AZTenant" and is_uuid(instance.environment_id):
             await record_tenant(
                 conn, instance.environment_id, node_counts, edge_counts, run_id, now
             )
@@ -111,6 +115,14 @@ async def record_run_statistics(
         ],
         now,
     )
+
+
+def is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return len(text) == UUID_LENGTH
 
 
 async def record_tenant(

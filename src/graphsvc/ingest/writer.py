@@ -57,6 +57,31 @@ def merge_node(new: NodeRecord, old: NodeRecord | graph.StoredNode) -> NodeRecor
     )
 
 
+# What the store holds (its columns' sizes, migration 0001); PostgreSQL refuses a NUL
+# character in text and JSON.
+MAX_OBJECT_ID = 512
+MAX_NAME = 1024
+
+
+def refuse_unstorable(source: str, object_ids: Iterable[str], names: Iterable[str] = ()) -> None:
+    """An IngestError naming the first object id or name the store cannot hold, if any (the
+    file's, not the database's, fault: a traceback or a database error otherwise)."""
+    for object_id in object_ids:
+        if len(object_id) > MAX_OBJECT_ID or "\x00" in object_id:
+            raise IngestError(
+                source,
+                f"object id {object_id[:60]!r}... is longer than {MAX_OBJECT_ID} characters "
+                "or holds a NUL character",
+            )
+    for name in names:
+        if len(name) > MAX_NAME or "\x00" in name:
+            raise IngestError(
+                source,
+                f"name {name[:60]!r}... is longer than {MAX_NAME} characters or holds a NUL "
+                "character",
+            )
+
+
 def without_nulls(record: NodeRecord) -> NodeRecord:
     """The record as stored: a null property is not kept (as the reference keeps none, and
     so that a collected block's cleared value, ingest/facts.py, is gone)."""
@@ -97,6 +122,11 @@ class GraphWriter:
         self.nodes[record.object_id] = record if known is None else merge_node(record, known)
         if len(self.nodes) >= NODE_BATCH:
             await self.write_batch(flush_edges=False)
+
+    def state(self, object_id: str, facts: StatedFacts) -> None:
+        """Say that the document states these groups of facts of an object whole without
+        collecting the object itself (a group's members, an application's credentials)."""
+        self.stated.setdefault(object_id, []).append((facts, self.seen))
 
     async def edge(self, record: EdgeRecord) -> None:
         await self.add_edges((record,))
@@ -148,30 +178,34 @@ class GraphWriter:
         stated: dict[str, list[tuple[StatedFacts, datetime]]],
         edges: dict[tuple[str, str, str], EdgeRecord],
     ) -> None:
+        refuse_unstorable(self.source, [*nodes, *stated], (r.name for r in nodes.values()))
+        stored = await graph.find_nodes(self.conn, [*nodes, *stated]) if nodes or stated else {}
         if nodes:
-            stored = await graph.find_nodes(self.conn, nodes)
             records = [
                 without_nulls(merge_node(r, stored[oid]) if oid in stored else r)
                 for oid, r in nodes.items()
             ]
-            await graph.upsert_nodes(
-                self.conn, records, self.run_number, self.now, kinds_only_grow=True
-            )
-            # Only a node collected before can hold an older collection's facts: a first
-            # collection (a whole new graph's ingest) states nothing to replace, nor does a
-            # node only referenced so far (a stub: a group's member read before its own
-            # record): those were most of the 1 GB collection's 1.6 million statements,
-            # and the first ingest of it went from 88.8 to 75.6 s without them.
-            said: dict[tuple[int, str], datetime] = {}
-            for oid, statements in stated.items():
-                if oid in stored and stored[oid].run_number is not None:
-                    for facts, seen in statements:
-                        for fact in facts():
-                            said[(stored[oid].id, fact)] = seen
-            before = [(node_id, fact, seen) for (node_id, fact), seen in said.items()]
-            if before:
-                self.stated_before = True
-                await graph.insert_stated_facts(self.conn, self.run_number, before)
+            try:
+                await graph.upsert_nodes(
+                    self.conn, records, self.run_number, self.now, kinds_only_grow=True
+                )
+            except graph.UnstorableText as refused:
+                raise IngestError(self.source, str(refused)) from None
+        # Only a node collected before can hold an older collection's facts: a first
+        # collection (a whole new graph's ingest) states nothing to replace, nor does a
+        # node only referenced so far (a stub: a group's member read before its own
+        # record): those were most of the 1 GB collection's 1.6 million statements,
+        # and the first ingest of it went from 88.8 to 75.6 s without them.
+        said: dict[tuple[int, str], datetime] = {}
+        for oid, statements in stated.items():
+            if oid in stored and stored[oid].run_number is not None:
+                for facts, seen in statements:
+                    for fact in facts():
+                        said[(stored[oid].id, fact)] = seen
+        before = [(node_id, fact, seen) for (node_id, fact), seen in said.items()]
+        if before:
+            self.stated_before = True
+            await graph.insert_stated_facts(self.conn, self.run_number, before)
         if edges:
             stubs: dict[str, str] = {}  # each endpoint's kind, should it be missing
             for e in edges.values():
@@ -181,24 +215,28 @@ class GraphWriter:
                     stubs[e.end] = e.end_kind
                 if e.owner is not None and e.owner not in stubs:
                     stubs[e.owner] = "Base"
+            refuse_unstorable(self.source, stubs)
             ids = await graph.ensure_nodes(self.conn, stubs, self.now, self.stub_names)
-            await graph.upsert_edges(
-                self.conn,
-                [
-                    (
-                        ids[e.start],
-                        ids[e.end],
-                        e.kind,
-                        e.properties,
-                        e.environment_id,
-                        None if e.owner is None else ids[e.owner],
-                        e.fact,
-                        e.seen or self.now,
-                    )
-                    for e in edges.values()
-                ],
-                self.run_number,
-            )
+            try:
+                await graph.upsert_edges(
+                    self.conn,
+                    [
+                        (
+                            ids[e.start],
+                            ids[e.end],
+                            e.kind,
+                            e.properties,
+                            e.environment_id,
+                            None if e.owner is None else ids[e.owner],
+                            e.fact,
+                            e.seen or self.now,
+                        )
+                        for e in edges.values()
+                    ],
+                    self.run_number,
+                )
+            except graph.UnstorableText as refused:
+                raise IngestError(self.source, str(refused)) from None
 
     async def finish(self) -> None:
         await self.write_batch()

@@ -59,7 +59,8 @@ class Walk:
     nesting: Nesting
     outward: tuple[str, ...] = ()  # kinds a transitive walk also follows the other way
     target: str = ""  # foreign: the label of the domain's nodes the kinds end at
-    result: str = ""  # foreign: the label of the nodes listed ("" for any)
+    result: str = ""  # foreign, transitive: the label of the nodes listed ("" for any)
+    membership: str = "MemberOf"  # the nesting followed (AZMemberOf in Azure)
 
 
 @dataclass
@@ -95,6 +96,42 @@ async def find_entity(conn: Connection, object_id: str, label: str) -> EntityRow
     return EntityRow(
         r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]), bool(r[7]), r[8]
     )
+
+
+async def find_entities_by_id(conn: Connection, node_ids: Sequence[int]) -> list[EntityRow]:
+    """The nodes of these ids, as find_entity reads one (a page of a list's items)."""
+    if not node_ids:
+        return []
+    rows = await conn.fetch(
+        f"""SELECT n.id, n.object_id, n.name, n.label, n.kinds, n.properties,
+            {IN_TAG.format(tag=TIER_ZERO_TAG_ID)}, {IN_TAG.format(tag=OWNED_TAG_ID)}, n.updated_at
+        FROM nodes n WHERE {in_list(conn.dialect, "n.id", "$1", "bigint")}""",
+        list_param(conn.dialect, list(node_ids)),
+    )
+    return [
+        EntityRow(
+            r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), bool(r[6]), bool(r[7]), r[8]
+        )
+        for r in rows
+    ]
+
+
+async def count_descendants_by_label(conn: Connection, node_id: int, kind: str) -> dict[str, int]:
+    """How many nodes of each label the node holds through `kind` (AZContains), at any
+    depth: one walk for every kind an Azure container counts."""
+    rows = await conn.fetch(
+        """WITH RECURSIVE contained(node_id) AS (
+                SELECT e.end_id FROM edges e WHERE e.start_id = $1
+                    AND e.kind_id = (SELECT id FROM kinds WHERE name = $2)
+              UNION
+                SELECT e.end_id FROM edges e JOIN contained c ON e.start_id = c.node_id
+                WHERE e.kind_id = (SELECT id FROM kinds WHERE name = $2)
+            ) SELECT n.label, count(*) FROM contained c JOIN nodes n ON n.id = c.node_id
+            WHERE c.node_id <> $1 GROUP BY n.label""",
+        node_id,
+        kind,
+    )
+    return {r[0]: int(r[1]) for r in rows}
 
 
 @dataclass
@@ -143,7 +180,7 @@ def walk_kind_names(walk: Walk) -> tuple[str, ...]:
     if walk.nesting in ("environment", "tier_zero"):
         return ()
     if walk.nesting in NESTED:
-        return (*walk.kinds, "MemberOf")
+        return (*walk.kinds, walk.membership)
     return (*walk.kinds, *walk.outward)
 
 
@@ -189,6 +226,11 @@ def walk_sql(walk: Walk, kind_marks: str, outward_marks: str = "") -> str:
               UNION
                 SELECT e.{far} FROM edges e JOIN reached r ON e.{near} = r.node_id
                 WHERE e.kind_id IN ({kind_marks}))"""
+        if walk.result:  # (an Azure container's descendants of one kind)
+            assert walk.result.isalpha() and walk.nesting == "transitive" and not walk.outward
+            return f"""WITH RECURSIVE {reached}
+                SELECT r.node_id FROM reached r JOIN nodes n ON n.id = r.node_id
+                WHERE r.node_id <> $1 AND n.label = '{walk.result}'"""
         if not walk.outward:
             return f"""WITH RECURSIVE {reached}
                 SELECT node_id FROM reached WHERE node_id <> $1 {onward}"""
@@ -338,7 +380,7 @@ def walk_arguments(start: WalkStart, walk: Walk) -> list[Any] | None:
         return None
     if walk.nesting not in NESTED:
         return [start.node_id, *hop]
-    return [start.node_id, start.kind_ids.get("MemberOf", 0), *hop]
+    return [start.node_id, start.kind_ids.get(walk.membership, 0), *hop]
 
 
 async def count_reached(conn: Connection, start: WalkStart, walk: Walk) -> int:

@@ -116,6 +116,20 @@ class CollectedNode(Protocol):
 EdgeRow = tuple[int, int, str, dict[str, Any], str | None, int | None, str | None, datetime]
 
 
+class UnstorableText(Exception):
+    """Properties holding a NUL character, which PostgreSQL cannot store (found in their
+    JSON, already made: no walk of every value)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: a property holds a NUL character")
+
+
+def storable(what: str, encoded: str) -> str:
+    if "\\u0000" in encoded:
+        raise UnstorableText(what)
+    return encoded
+
+
 async def upsert_nodes(
     conn: Connection,
     nodes: Sequence[CollectedNode],
@@ -136,7 +150,7 @@ async def upsert_nodes(
                 n.name,
                 n.kinds[0] if n.kinds else "Entity",
                 encode_json(n.kinds),
-                encode_json(n.properties),
+                storable(n.object_id, encode_json(n.properties)),
                 n.environment_id,
                 time_value(conn.dialect, n.seen or now),
             )
@@ -223,7 +237,7 @@ async def upsert_edges(conn: Connection, edges: Sequence[EdgeRow], run_number: i
     for start, end, kind, properties, environment, owner, fact, seen in edges:
         text = encoded.get(id(properties)) if properties else "{}"
         if text is None:
-            text = encoded[id(properties)] = encode_json(properties)
+            text = encoded[id(properties)] = storable("a relationship", encode_json(properties))
         when = times.get(seen)
         if when is None:
             when = times[seen] = time_value(conn.dialect, seen)

@@ -38,6 +38,13 @@ from graphsvc.wire.accounts import (
     UserUpdate,
 )
 from graphsvc.wire.analysis import DatapipeStatus, DatapipeStatusResponse
+from graphsvc.wire.azure import (
+    AzureDescendants,
+    AzureEntity,
+    AzureEntityResponse,
+    AzureNode,
+    AzureVaultReaders,
+)
 from graphsvc.wire.clearing import (
     ClearDatabaseRequest,
     SourceKind,
@@ -244,7 +251,12 @@ __all__ = [
     "AuthTokenList",
     "AuthTokenListResponse",
     "AuthTokenResponse",
+    "AzureDescendants",
+    "AzureEntity",
+    "AzureEntityResponse",
+    "AzureNode",
     "AzureTenantStats",
+    "AzureVaultReaders",
     "ClearDatabaseRequest",
     "Client",
     "ClientEvent",
