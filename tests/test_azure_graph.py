@@ -519,3 +519,27 @@ def test_what_the_store_cannot_hold_is_refused_for_every_format(
     assert done.exit_code != 0
     assert "graph.json" in done.output and message in done.output, done.output
     assert "Traceback" not in done.output
+
+
+@pytest.mark.parametrize(
+    "path", sorted((AZURE_HARNESSES / "queries").glob("*.json")), ids=lambda p: p.stem
+)
+def test_a_reference_azure_query_harness_gets_the_lists_its_test_expects(
+    env: Env, tmp_path: Path, path: Path
+) -> None:
+    """The reference's entity-panel and controller tests, asked of the Azure entity route."""
+    harness = json.loads(path.read_text())
+    ids = load_harness(env, tmp_path, harness)
+    for asked in harness["route"]:
+        object_id = ids[asked["object"]]
+        if "list" in asked:
+            found = listed(env, asked["entity_type"], object_id, asked["list"])
+            assert found == {ids[name] for name in asked["exactly"]}, asked
+            continue
+        data = azure(env, asked["entity_type"], object_id).json()["data"]
+        for key, count in asked.get("counts", {}).items():
+            assert data[key] == count, asked
+        if "nonzero" in asked:
+            assert data[asked["nonzero"]] > 0, asked
+            plain = azure(env, asked["entity_type"], object_id, counts="false").json()["data"]
+            assert asked["nonzero"] not in plain and plain["props"]["objectid"] == object_id
