@@ -40,16 +40,13 @@ def test_two_workers_share_one_port_and_one_rate_limit(
     with served(environment, "--workers", "2") as (base, process):
         workers = children_of(process.pid)
         assert len(workers) == 2
-        # Each scrape on a new connection, and each worker counts the scrapes it answered:
-        # from one worker the counts seen would rise by one each time.
-        seen = []
-        for _ in range(40):
-            scrape = httpx.get(f"{base}/metrics", timeout=5).text
-            prefix = 'graphsvc_requests_total{operation="Metrics",status="200"}'
-            found = [x.split()[-1] for x in scrape.splitlines() if x.startswith(prefix)]
-            seen.append(float(found[0]) if found else 0.0)
-        assert seen != [float(i) for i in range(40)], "both workers answered"
-        assert max(seen) < 39, seen
+        # Each scrape on a new connection, answered by either worker, sees the scrapes both
+        # answered: the counts rise (a worker's own would go 1, 0, 2, 1...).
+        scrapes = 'graphsvc_requests_total{operation="Metrics",status="200"}'
+        seen = [metric(base, scrapes) or 0.0 for _ in range(40)]
+        assert seen == sorted(seen) and seen[-1] >= 38, seen
+        scraped_by = {metric(base, "process_start_time_seconds") for _ in range(10)}
+        assert scraped_by == {None}, "no one worker's process figures, under --workers"
 
         # Nothing so far counted against the limit (/health and /metrics are not limited):
         # the burst meets empty windows.
@@ -67,10 +64,27 @@ def test_two_workers_share_one_port_and_one_rate_limit(
         # One limit across both workers: per worker, twice as many would get through.
         assert RATE + BURST <= admitted <= (RATE + BURST) * seconds, (admitted, elapsed)
         assert admitted < 2 * (RATE + BURST) * elapsed, (admitted, elapsed)
+        # Every request counted once, whichever worker answered it and the scrape.
+        scrape = httpx.get(f"{base}/metrics", timeout=5).text
+        answered = [
+            float(line.rsplit(" ", 1)[1])
+            for line in scrape.splitlines()
+            if line.startswith("graphsvc_requests_total{")
+            and ('status="401"' in line or 'status="429"' in line)
+        ]
+        assert sum(answered) == 200, answered
+        assert metric(base, "graphsvc_rate_limited_total") == 200 - admitted
 
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+def metric(base: str, name: str) -> float | None:
+    """One sample's value in a scrape of /metrics (None: not there)."""
+    scrape = httpx.get(f"{base}/metrics", timeout=5).text
+    found = [line.rsplit(" ", 1)[1] for line in scrape.splitlines() if line.startswith(name + " ")]
+    return float(found[0]) if found else None
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)

@@ -1,11 +1,20 @@
-"""Prometheus metrics of one server process (prometheus_client, a registry per app): requests
-by operation and status, their latency, rate-limit refusals, authentication failures by
-reason, database connections in use, answers from memory, and whether Redis has been given up
-for memory."""
+"""Prometheus metrics of the server (prometheus_client, a registry per app): requests by
+operation and status, their latency, rate-limit refusals, authentication failures by reason,
+database connections in use, answers from memory, and whether Redis has been given up for
+memory.
+
+Under `serve --workers N` every worker counts into files of a folder the supervisor makes
+(prometheus_client's multiprocess mode, `shared_metrics_folder`), and a scrape, whichever
+worker answers it, reads them all: counts are the server's, not one worker's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client import (
     CollectorRegistry,
@@ -14,9 +23,14 @@ from prometheus_client import (
     Histogram,
     ProcessCollector,
     generate_latest,
+    multiprocess,
+    values,
 )
 
 from graphsvc.store.graph import IngestSummary
+
+# prometheus_client's own variable: where a process's counts are kept in multiprocess mode.
+SHARED_FOLDER_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 if TYPE_CHECKING:
     from graphsvc.api.answers import AnswerCache
@@ -32,9 +46,19 @@ class Metrics:
         # them (the counter and histogram under their locks were 2% of a warm answer).
         self.counting = counting
         self.registry = CollectorRegistry()
-        # The process's own memory, CPU, open files and start time: per worker, under
-        # `serve --workers N`, whose scrapes each reach one worker.
-        ProcessCollector(registry=self.registry)
+        self.shared_folder = os.environ.get(SHARED_FOLDER_VARIABLE)
+        # The values of this process's gauges, set as requests are answered (a worker's
+        # gauges are read from its files, not asked of it at the scrape).
+        self.gauges: list[tuple[Gauge, Callable[[], float]]] = []
+        self.scrape_registry = self.registry
+        if self.shared_folder is not None:
+            values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+            self.scrape_registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self.scrape_registry, path=self.shared_folder)  # type: ignore[no-untyped-call]
+        else:
+            # The process's own memory, CPU, open files and start time (one worker's would
+            # mislead under `--workers`: not shown there).
+            ProcessCollector(registry=self.registry)
         self.requests = Counter(
             "graphsvc_requests",
             "Requests answered, by operation and status",
@@ -60,12 +84,12 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
-        pool = Gauge(
+        self.gauge(
             "graphsvc_db_connections_in_use",
-            "Database connections of this process in use",
-            registry=self.registry,
+            "Database connections in use",
+            db.connections_in_use,
+            "livesum",
         )
-        pool.set_function(db.connections_in_use)
         lookups = Counter(
             "graphsvc_answer_cache_lookups",
             "Reads that could be answered from memory, by whether they were (hit) or not (miss)",
@@ -73,40 +97,60 @@ class Metrics:
             registry=self.registry,
         )
         self.answer_lookups = {True: lookups.labels("hit"), False: lookups.labels("miss")}
-        kept = Gauge(
+        self.gauge(
             "graphsvc_answer_cache_bytes",
-            "Memory the answers kept in this process take, as counted against its cap",
-            registry=self.registry,
+            "Memory the answers kept take (each process's counted against its cap)",
+            lambda: answers.size,
+            "livesum",
         )
-        kept.set_function(lambda: answers.size)
-        fallback = Gauge(
+        self.gauge(
             "graphsvc_redis_fallback",
-            "1 while Redis does not answer and limits are counted in this process",
-            registry=self.registry,
+            "1 while Redis does not answer and limits are counted in a process",
+            lambda: int(limiter is not None and limiter.redis_failing()),
+            "livemax",
         )
-        fallback.set_function(lambda: int(limiter is not None and limiter.redis_failing()))
 
         self.ingest_runs = Gauge(
             "graphsvc_ingest_runs",
             "Collection runs ingested into the store (by any process)",
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.last_ingest_time = Gauge(
             "graphsvc_last_ingest_timestamp_seconds",
             "When the newest run was collected (Unix time)",
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.last_ingest_objects = Gauge(
             "graphsvc_last_ingest_objects",
             "What the newest run stored: its collected nodes and its edges",
             ["type"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.last_ingest_duration = Gauge(
             "graphsvc_last_ingest_duration_seconds",
             "How long the newest run took to load",
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
+
+    def gauge(
+        self,
+        name: str,
+        text: str,
+        value: Callable[[], float],
+        shared_mode: Literal["livesum", "livemax"],
+    ) -> None:
+        """A gauge of this process's state: asked at each scrape, or under `--workers` set
+        as requests are answered and combined over the live workers (`shared_mode`)."""
+        gauge = Gauge(name, text, registry=self.registry, multiprocess_mode=shared_mode)
+        if self.shared_folder is None:
+            gauge.set_function(value)
+        else:
+            gauge.set(value())
+            self.gauges.append((gauge, value))
 
     def record_ingests(self, summary: IngestSummary) -> None:
         """Runs are made by `graphsvc ingest` processes: read from the store at each scrape."""
@@ -129,6 +173,8 @@ class Metrics:
             )
         counted[0].inc()
         counted[1].observe(seconds)
+        for gauge, value in self.gauges:
+            gauge.set(value())
         if status == 429:
             self.rate_limited.inc()
         elif status in (401, 403) and error_code is not None:
@@ -140,4 +186,20 @@ class Metrics:
             self.answer_lookups[hit].inc()
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        for gauge, value in self.gauges:
+            gauge.set(value())
+        return generate_latest(self.scrape_registry)
+
+
+@contextlib.contextmanager
+def shared_metrics_folder() -> Iterator[Callable[[int], None]]:
+    """For `serve --workers N`: a folder of the supervisor's own (mode 0700) where every
+    worker it forks counts, removed when they are all done; gives what to call with a dead
+    worker's pid (its gauges no longer count)."""
+    folder = tempfile.mkdtemp(prefix="graphsvc-metrics-")
+    os.environ[SHARED_FOLDER_VARIABLE] = folder
+    try:
+        yield lambda pid: multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
+    finally:
+        os.environ.pop(SHARED_FOLDER_VARIABLE, None)
+        shutil.rmtree(folder, ignore_errors=True)

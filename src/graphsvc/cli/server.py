@@ -76,7 +76,10 @@ def serve(host: str, port: int, workers: str) -> None:
     if count == 1:
         serve_here(None)
     else:
-        supervise_workers(serve_here, host, port, count)
+        from graphsvc.api.metrics import shared_metrics_folder
+
+        with shared_metrics_folder() as forget_worker:
+            supervise_workers(serve_here, host, port, count, forget_worker)
 
 
 def check_before_start(settings: Settings, host: str, port: int) -> None:
@@ -168,12 +171,17 @@ def run_worker(
 
 
 def supervise_workers(
-    serve_here: Callable[[socket.socket], None], host: str, port: int, count: int
+    serve_here: Callable[[socket.socket], None],
+    host: str,
+    port: int,
+    count: int,
+    forget_worker: Callable[[int], None],
 ) -> None:
     """Fork `count` workers, each listening on the port with SO_REUSEPORT, so that the
     kernel spreads new connections evenly over them (one socket shared by all was handed
     mostly to one worker: 40 connections in a row reached the same one); a worker that dies
-    is replaced, and SIGTERM or SIGINT stops them all, each finishing its requests under way."""
+    is replaced (the metrics told to forget the dead one: `forget_worker`), and SIGTERM or
+    SIGINT stops them all, each finishing its requests under way."""
     reserved = reuse_port_socket(host, port)  # bound, not listening: fails early
     children: dict[int, int] = {}  # pid -> the worker's number, which its lines carry
     stopping = False
@@ -221,6 +229,7 @@ def supervise_workers(
         except ChildProcessError:
             break
         number = children.pop(pid, 0)
+        forget_worker(pid)  # its gauges (connections in use...) no longer count
         if not stopping:
             log.warning(
                 "worker %d (pid %d) exited (status %d); starting another",
