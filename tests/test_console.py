@@ -713,3 +713,65 @@ def test_azure_objects_are_entities_with_the_reference_lists(azure_console: Cons
         ".list-button[data-list=descendent-users]",
     )
     assert console.page.inner_text(".list-button[data-list=descendent-users] .count") == "6"
+
+
+PAGES_SID = "S-1-5-21-8-8-8"
+
+
+@pytest.fixture
+def pages_console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[Console]:
+    """The demo and a generated domain of 240 users, served."""
+    from bench.shapes import LargeDomain
+
+    env, _ = demo_env
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    LargeDomain.of_size("PAGES.LOCAL", PAGES_SID, 300).write(folder)
+    ingest(env, folder)
+    with console_on(database_url, tmp_path) as tab:
+        yield tab
+
+
+def test_long_lists_and_exposure_page_through_every_row(pages_console: Console) -> None:
+    """A domain's 240 users, a hundred at a time, and its exposure fifty at a time: Next and
+    Previous open every row, each page a different one."""
+    console = pages_console
+    console.sign_in()
+    console.open(f"entity/domains/{PAGES_SID}/users", "table.entity-list[data-list=users] tbody tr")
+    range_text = console.page.locator("#entity-list-box .page-range")
+    seen: set[str] = set()
+    dash = "\u2013"  # the en dash of the pager's ranges
+    for expected in (f"1{dash}100 of 240", f"101{dash}200 of 240", f"201{dash}240 of 240"):
+        expect(range_text).to_have_text(expected)
+        names = console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts()
+        assert len(names) == (40 if expected.startswith("201") else 100)
+        assert seen.isdisjoint(names), "a page shows rows of another"
+        seen |= set(names)
+        if not expected.startswith("201"):
+            console.page.click("#entity-list-box .page-next")
+    assert len(seen) == 240
+    assert console.page.locator("#entity-list-box .page-next").is_disabled()
+    console.page.click("#entity-list-box .page-previous")
+    expect(range_text).to_have_text(f"101{dash}200 of 240")
+    console.shoot("list-pages")
+    console.open("paths", "#exposure-domain")
+    console.page.select_option("#exposure-domain", PAGES_SID)
+    expect(console.page.locator(".exposure-summary")).to_contain_text("225 enabled users")
+    total = int(console.page.inner_text(".exposure-summary").split("; ")[1].split()[0])
+    assert total > 50, total  # more than a page
+    first = set(console.page.locator("table.exposure tbody tr td:first-child").all_inner_texts())
+    console.page.click("#exposure-output .page-next")
+    expect(console.page.locator("#exposure-output .page-range")).to_contain_text(f"51{dash}")
+    second = set(console.page.locator("table.exposure tbody tr td:first-child").all_inner_texts())
+    assert first.isdisjoint(second) and len(first) == 50
+    # The AD kind's aggregations now have more relationship kinds than there are colours:
+    # several charts, the series of each of distinct colours.
+    console.open("quality", "svg.chart .point")
+    captions = console.page.locator("figcaption").all_inner_texts()
+    assert any("(1 of " in caption.lower() for caption in captions), captions
+    for chart in console.page.locator("svg.chart").all():
+        colours = [g.get_attribute("class") for g in chart.locator("g.series").all()]
+        assert len(colours) == len(set(colours)), colours
+    console.shoot("quality-many-series")

@@ -81,3 +81,17 @@ export function unwrap(value) {
 export function notice(text, kind = "error") {
   return el("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
 }
+
+/**
+ * Paging of a list of `count` rows shown `size` at a time from `skip`: the rows shown and
+ * Previous and Next buttons, which call `go` with the skip of the page they open.
+ */
+export function pager(count, skip, size, go) {
+  const last = Math.min(skip + size, count);
+  const previous = el("button", { type: "button", class: "page-previous", disabled: skip === 0 }, "Previous");
+  const next = el("button", { type: "button", class: "page-next", disabled: last >= count }, "Next");
+  previous.addEventListener("click", () => go(Math.max(0, skip - size)));
+  next.addEventListener("click", () => go(skip + size));
+  const range = count ? `${formatNumber(skip + 1)}–${formatNumber(last)} of ${formatNumber(count)}` : "none";
+  return el("div", { class: "pager" }, el("span", { class: "muted page-range" }, range), " ", previous, " ", next);
+}

@@ -3,7 +3,7 @@
 // count that goes with each, come from the served OpenAPI document.
 
 import { get } from "./api.js";
-import { clear, el, formatNumber, formatTime, notice, table } from "./dom.js";
+import { clear, el, formatNumber, formatTime, notice, pager, table } from "./dom.js";
 import { badges, ownedButton } from "./marks.js";
 
 const SEGMENTS = {
@@ -149,13 +149,13 @@ function holdsCell(row) {
   );
 }
 
-async function showList(box, segment, objectId, list) {
+async function showList(box, segment, objectId, list, skip = 0) {
   clear(box).append(el("p", { class: "muted" }, "Loading…"));
   try {
-    const answer = await get(`/${segment}/${encodeURIComponent(objectId)}/${list.path}`, { limit: LIST_SIZE });
+    const answer = await get(`/${segment}/${encodeURIComponent(objectId)}/${list.path}`, { limit: LIST_SIZE, skip });
     box.replaceChildren(
       el("h3", {}, list.summary),
-      el("p", { class: "muted" }, `${answer.count} in all${answer.count > answer.data.length ? `, the first ${answer.data.length} shown` : ""}`),
+      pager(answer.count, skip, LIST_SIZE, (page) => showList(box, segment, objectId, list, page)),
       table(
         [
           ["Name", (row) => entityLink(row.objectID, row.kinds, row.name || row.objectID)],
@@ -213,13 +213,13 @@ async function showEntity(page, segment, objectId, opened, current) {
   buttons.find((button) => button.dataset.list === opened)?.click();
 }
 
-async function showAzureList(box, type, objectId, related) {
+async function showAzureList(box, type, objectId, related, skip = 0) {
   clear(box).append(el("p", { class: "muted" }, "Loading…"));
   try {
-    const answer = await get(`/azure/${type}`, { object_id: objectId, related_entity_type: related, limit: LIST_SIZE });
+    const answer = await get(`/azure/${type}`, { object_id: objectId, related_entity_type: related, limit: LIST_SIZE, skip });
     box.replaceChildren(
       el("h3", {}, related.replace(/-/g, " ")),
-      el("p", { class: "muted" }, `${answer.count} in all${answer.count > answer.data.length ? `, the first ${answer.data.length} shown` : ""}`),
+      pager(answer.count, skip, LIST_SIZE, (page) => showAzureList(box, type, objectId, related, page)),
       table(
         [
           ["Name", (row) => entityLink(row.props.objectid, row.kinds, row.props.name || row.props.objectid)],

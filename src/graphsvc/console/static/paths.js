@@ -2,7 +2,7 @@
 // edges, and a domain's exposure: who has a path to its tier zero.
 
 import { ApiFailure, get } from "./api.js";
-import { el, formatNumber, notice, table } from "./dom.js";
+import { el, formatNumber, notice, pager, table } from "./dom.js";
 import { entityLink } from "./entity.js";
 import { distances, distancesFrom, pathGraph } from "./graph.js";
 import { badges, ownedButton } from "./marks.js";
@@ -154,15 +154,16 @@ async function drawTagPaths(output, startTag, endTag, current) {
   output.replaceChildren(el("p", { class: "muted", id: "tag-path-summary" }, summary), ...drawnGraph(found, starts[0], distancesFrom(found, starts)));
 }
 
-async function showExposure(output, domainId) {
+async function showExposure(output, domainId, skip = 0) {
   output.replaceChildren(el("p", { class: "muted" }, "Loading…"));
-  const answer = await get(`/domains/${encodeURIComponent(domainId)}/exposure`, { limit: EXPOSURE_SIZE });
+  const answer = await get(`/domains/${encodeURIComponent(domainId)}/exposure`, { limit: EXPOSURE_SIZE, skip });
   const users = answer.users;
   const share = users.enabled
     ? `${formatNumber(users.exposed)} of the domain's ${formatNumber(users.enabled)} enabled users (${(users.share * 100).toFixed(1)}%) have a path to its tier zero`
     : "The domain has no enabled user in the graph (referred to only, or not collected)";
   output.replaceChildren(
     el("p", { class: "exposure-summary" }, `${share}; ${answer.count} principals in all.`),
+    pager(answer.count, skip, EXPOSURE_SIZE, (page) => showExposure(output, domainId, page)),
     table(
       [
         ["Principal", (row) => entityLink(row.objectID, row.kinds, row.name)],

@@ -155,7 +155,14 @@ export async function showQuality(page, rest, current) {
     const series = seriesOf(kind, rows);
     output.replaceChildren(
       el("p", { class: "muted" }, `${rows.length} sample${rows.length === 1 ? "" : "s"} from ${formatTime(window_.start)} to ${formatTime(window_.end)}`),
-      ...groupsOf(kind, series).map(([title, members]) => {
+      // Small multiples: at most as many series to a chart as there are distinct colours (an
+      // AD kind's aggregations have some 46), so that no two lines of one chart share one.
+      ...groupsOf(kind, series).flatMap(([title, all]) => {
+        const parts = [];
+        for (let i = 0; i < all.length; i += SERIES_CLASSES) parts.push(all.slice(i, i + SERIES_CLASSES));
+        if (!parts.length) parts.push([]);
+        return parts.map((members, n) => [parts.length > 1 ? `${title} (${n + 1} of ${parts.length})` : title, members]);
+      }).map(([title, members]) => {
         const chart = lineChart(members, `${title} over time`, [start.getTime(), end.getTime()]);
         return el(
           "figure",
