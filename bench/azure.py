@@ -12,21 +12,13 @@ on SQLite.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import random
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from analysis import ANALYSE_ALONE, TAG_ALONE, alone, count_derived
-from ingest_large import run_ingest
+from analysis import run_benchmark
 
 from graphsvc.analysis import azure as rules
 from graphsvc.demo.collectors import write_document
@@ -207,46 +199,18 @@ def generate(folder: Path, objects: int) -> dict[str, int]:
         return {"records": write_document(out, "azure", records(objects))}
 
 
-def measure(url: str, folder: Path) -> dict[str, Any]:
-    environment = {"GRAPHSVC_DATABASE_URL": url}
-    subprocess.run(
-        [sys.executable, "-m", "graphsvc", "db", "upgrade"],
-        env={**os.environ, **environment},
-        check=True,
-        capture_output=True,
-    )
-    ingested = run_ingest(folder, environment)
-    os.environ["GRAPHSVC_DATABASE_URL"] = url
-    return {
-        "ingest_with_analysis": ingested,
-        "analysis_alone": alone(url, ANALYSE_ALONE),
-        "tagging_alone": alone(url, TAG_ALONE),
-        "derived": count_derived(url),
-    }
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--objects", type=int, default=100_000)
-    parser.add_argument("--postgres", default=None, help="a database URL to measure too")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long run for CI")
-    args = parser.parse_args()
-    objects = 2000 if args.smoke else args.objects
-    results: dict[str, Any] = {"objects": objects}
-    with tempfile.TemporaryDirectory() as work:
-        folder = Path(work) / "collection"
-        started = time.monotonic()
-        results["records"] = generate(folder, objects)
-        results["generate_seconds"] = round(time.monotonic() - started, 1)
-        results["sqlite"] = measure(f"sqlite:///{work}/store.sqlite3", folder)
-        if args.postgres and not args.smoke:
-            results["postgresql"] = measure(args.postgres, folder)
-    print(json.dumps(results, indent=1))
-    if not results["sqlite"]["derived"].get("AZResetPassword"):
-        raise SystemExit("the generated tenant gave no AZResetPassword: the shape is wrong")
-    out = HERE / "results" / ("azure-smoke.json" if args.smoke else "azure.json")
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    run_benchmark(
+        __doc__.splitlines()[0],
+        100_000,
+        generate,
+        "azure",
+        lambda derived: (
+            None
+            if derived.get("AZResetPassword")
+            else "the generated tenant gave no AZResetPassword: the shape is wrong"
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from graphsvc import wire
 from graphsvc.errors import bad_request, not_found
+from graphsvc.graph.entities import entity_props
 from graphsvc.store import entities
 from graphsvc.store import tags as store_tags
 from graphsvc.store.db import Connection
@@ -272,18 +273,10 @@ async def tag_labels(conn: Connection, node_ids: list[int]) -> dict[int, list[st
 
 def azure_node(entity: EntityRow, labels: dict[int, list[str]], shape: type[Node]) -> Node:
     """The node as the route answers it: `shape`, an item of a list or the entity."""
-    props = {
-        "objectid": entity.object_id,
-        "name": entity.name,
-        **entity.properties,
-        "lastseen": entity.seen,
-        "isTierZero": entity.is_tier_zero,
-        "isOwnedObject": entity.is_owned,
-    }
     return shape(
         kind=entity.label,
         kinds=[*entity.kinds, *labels.get(entity.node_id, [])],
         isTierZero=entity.is_tier_zero,
         isOwnedObject=entity.is_owned,
-        props=props,
+        props=entity_props(entity),
     )

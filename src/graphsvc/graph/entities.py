@@ -299,26 +299,33 @@ def build_entity_getter(segment: str) -> Callable[..., Awaitable[msgspec.Struct]
                 numbers[wire.count_attribute(entry.count_key)] = await entities.count_reached(
                     conn, start, entry.walk
                 )
-        props = {
-            "objectid": entity.object_id,
-            "name": entity.name,
-            **entity.properties,
-            # As the reference's: when the newest collection of it was made (the collector's
-            # time, ingest/sources.Source.collection_time).
-            "lastseen": entity.seen,
-            "isTierZero": entity.is_tier_zero,
-            "isOwnedObject": entity.is_owned,
-        }
-        system_tags = " ".join(
-            tag for tag, held in (("admin_tier_0", entity.is_tier_zero), ("owned", entity.is_owned))
-            if held
-        )  # fmt: skip
-        if system_tags:
-            props["system_tags"] = system_tags
+        props = entity_props(entity)
         return response(data(props=props, **numbers))
 
     get_entity.__name__ = f"get_{segment}_entity"
     return get_entity
+
+
+def entity_props(entity: entities.EntityRow) -> dict[str, object]:
+    """An entity's properties as its route answers them: the stored ones, with its object id
+    and name, when its newest collection was made, and its marks."""
+    props = {
+        "objectid": entity.object_id,
+        "name": entity.name,
+        **entity.properties,
+        # As the reference's: when the newest collection of it was made (the collector's
+        # time, ingest/sources.Source.collection_time).
+        "lastseen": entity.seen,
+        "isTierZero": entity.is_tier_zero,
+        "isOwnedObject": entity.is_owned,
+    }
+    system_tags = " ".join(
+        tag for tag, held in (("admin_tier_0", entity.is_tier_zero), ("owned", entity.is_owned))
+        if held
+    )  # fmt: skip
+    if system_tags:
+        props["system_tags"] = system_tags
+    return props
 
 
 def build_list_reader(entry: EntityList) -> Callable[..., Awaitable[wire.PagedRelatedNodeList]]:
