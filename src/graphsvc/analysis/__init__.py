@@ -48,14 +48,15 @@ async def analyze(
     ]
     # The certificate services' rules and relay follow the chain, the owners and the local
     # groups' edges (derived above, read from the store once written).
-    await store.replace_derived_edges(conn, edges, run_number, now, LATER_KINDS)
+    await store.replace_derived_edges(conn, edges, run_number, now, later=LATER_KINDS)
+    del edges
     pki = await read_public_key_services(conn)
-    edges += [
+    later = [
         *golden_cert_edges(pki),
         *await escalation_edges(conn, pki),
         *await relay_edges(conn, pki),
     ]
-    await store.replace_derived_edges(conn, edges, run_number, now)
+    await store.replace_derived_edges(conn, later, run_number, now, only=LATER_KINDS)
     derived = await store.count_derived_edges(conn)
     await store.record_analysis(conn, now, datetime.now(UTC), derived)
     return derived

@@ -226,7 +226,7 @@ async def azure_edges(conn: Connection) -> list[DerivedEdge]:
         edges |= role_edges(graph, tenant)
         edges |= permission_edges(graph, tenant)
     edges |= approver_edges(graph)
-    return sorted(edges)
+    return list(edges)
 
 
 def role_edges(graph: AzureGraph, tenant: Tenant) -> set[DerivedEdge]:
