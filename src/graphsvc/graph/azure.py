@@ -200,7 +200,9 @@ async def get_azure_entity(
         )
     if related_entity_type:
         return await list_related(conn, entity, related_entity_type, sort, page)
-    details = azure_node(entity, await tag_labels(conn, [entity.node_id]), wire.AzureEntity)
+    details = azure_node(
+        entity, await store_tags.read_tag_labels(conn, [entity.node_id]), wire.AzureEntity
+    )
     if counts:
         await count_lists(conn, kind, entity, details)
     if kind == "AZApp":  # (a service principal's `appid` is a property of its own)
@@ -220,7 +222,7 @@ async def list_related(
     total, rows = await entities.list_reached(conn, start, walk, sort, page.skip, page.limit)
     ids = [node_id for node_id, _ in rows]
     found = {row.node_id: row for row in await entities.find_entities_by_id(conn, ids)}
-    labels = await tag_labels(conn, ids)
+    labels = await store_tags.read_tag_labels(conn, ids)
     nodes = [azure_node(found[i], labels, wire.AzureNode) for i in ids if i in found]
     return wire.AzureEntityResponse(data=nodes, count=total, limit=page.limit, skip=page.skip)
 
@@ -265,10 +267,6 @@ async def first_reached(
     walk = azure_walk((kind,), direction, "direct")
     _, rows = await entities.list_reached(conn, await start_of(conn, entity, walk), walk, [], 0, 1)
     return rows[0][1].objectID if rows else ""
-
-
-async def tag_labels(conn: Connection, node_ids: list[int]) -> dict[int, list[str]]:
-    return await store_tags.read_tag_labels(conn, node_ids)
 
 
 def azure_node(entity: EntityRow, labels: dict[int, list[str]], shape: type[Node]) -> Node:

@@ -757,8 +757,6 @@ HANDLERS: dict[str, Callable[[AzureReader, Data, str], Any]] = {
     "AZManagementGroupDescendant": AzureReader.management_group_descendant,
     "AZFederatedIdentityCredential": AzureReader.federated_identity_credentials,
 }
-# The kinds read, for the documentation's table and its test.
-READ_KINDS = (*HANDLERS, *ROLE_HOLDERS, *ASSIGNEE_RECORDS, *OWNERS)
 
 
 async def ingest(records: AsyncIterator[tuple[int, Any]], source: str, writer: GraphWriter) -> None:
