@@ -230,29 +230,23 @@ async def list_related(
 async def count_lists(
     conn: Connection, kind: str, entity: EntityRow, details: wire.AzureEntity
 ) -> None:
-    """Set the entity's counts, as the route's kind of entity has them."""
-    for key, related in COUNTS.get(kind, (("inbound_object_control", "inbound-control"),)):
-        setattr(details, key, await count_list(conn, entity, related))
+    """Set the entity's counts, as the route's kind of entity has them (the ids of every
+    list's relationship kinds read in one statement)."""
+    counted = COUNTS.get(kind, (("inbound_object_control", "inbound-control"),))
+    readers = (*VAULT_READERS, "all-readers") if kind == "AZKeyVault" else ()
+    walks = [AZURE_LISTS[related] for _, related in counted] + [AZURE_LISTS[r] for r in readers]
+    names = sorted({name for walk in walks for name in entities.walk_kind_names(walk)})
+    start = entities.WalkStart(entity.node_id, await entities.find_kind_ids(conn, names))
+    for key, related in counted:
+        setattr(details, key, await entities.count_reached(conn, start, AZURE_LISTS[related]))
     if kind in DESCENDANT_KINDS:
         found = await entities.count_descendants_by_label(conn, entity.node_id, "AZContains")
         details.descendents = wire.AzureDescendants(
             {k: found.get(k, 0) for k in DESCENDANT_KINDS[kind]}
         )
-    elif kind == "AZKeyVault":
-        readers = {
-            name: await count_list(conn, entity, name) for name in (*VAULT_READERS, "all-readers")
-        }
-        details.Readers = wire.AzureVaultReaders(
-            readers["key-readers"],
-            readers["certificate-readers"],
-            readers["secret-readers"],
-            readers["all-readers"],
-        )
-
-
-async def count_list(conn: Connection, entity: EntityRow, related: str) -> int:
-    walk = AZURE_LISTS[related]
-    return await entities.count_reached(conn, await start_of(conn, entity, walk), walk)
+    elif readers:
+        size = [await entities.count_reached(conn, start, AZURE_LISTS[r]) for r in readers]
+        details.Readers = wire.AzureVaultReaders(*size)
 
 
 async def start_of(conn: Connection, entity: EntityRow, walk: Walk) -> entities.WalkStart:
