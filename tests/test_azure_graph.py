@@ -22,6 +22,7 @@ from tests.conftest import FIXTURES, Env, ingest
 from tests.test_ad_relationships import derived_edges, stored_edges
 from tests.test_escalations import HARNESSES
 from tests.test_shortest_path import answered_edges, ask
+from tests.test_tokens import send
 
 AZURE_HARNESSES = HARNESSES / "azure"
 # A tenant written for these tests, record by record in AzureHound's shapes (docs/azure.md
@@ -322,6 +323,14 @@ def test_the_azure_entity_route_answers_each_kind_with_its_counts_and_lists(
     # Tier Zero's Azure selectors: the Global Administrator role and its holder.
     alice = azure(env, "users", ALICE).json()["data"]
     assert alice["isTierZero"] and "Tag_Tier_Zero" in alice["kinds"]
+    assert alice["props"]["system_tags"] == "admin_tier_0" and not alice["isOwnedObject"]
+    # Bob marked owned as the reference's clients mark him, through the older route.
+    change = [{"selector_name": BOB, "sid": BOB, "action": "add"}]
+    marked = send(env, "PUT", "/api/v2/asset-groups/2/selectors", change)
+    assert marked.status_code == 201, marked.text
+    owned = azure(env, "users", BOB).json()["data"]
+    assert owned["isOwnedObject"] and not owned["isTierZero"] and "Tag_Owned" in owned["kinds"]
+    assert owned["props"]["system_tags"] == "owned"
     assert azure(env, "roles", role_node("global")).json()["data"]["isTierZero"]
     counts = {k: bob[k] for k in ("group_membership", "roles", "execution_privileges")}
     assert counts == {"group_membership": 0, "roles": 1, "execution_privileges": 0}

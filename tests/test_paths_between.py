@@ -185,5 +185,8 @@ def test_exposure_of_a_label_matches_a_search_back_from_its_members(env: Env) ->
     tier_zero = set().union(*expected_tier_zero(SAMPLE).values())
     marked = {e["objectID"] for e in body["data"] if "Tag_Tier_Zero" in e["kinds"]}
     assert marked == set(exposed) & tier_zero and marked, "the exposed show their tags"
+    assert {e["objectID"] for e in body["data"] if e["isTierZero"]} == marked
+    assert {e["objectID"] for e in body["data"] if "admin_tier_0" in e["system_tags"]} == marked
+    assert not any(e["isOwnedObject"] for e in body["data"])
     text = env.cli("exposure", "--tag", "servers", "--limit", "2")
     assert text.exit_code == 0 and "have a path to the members of servers" in text.output

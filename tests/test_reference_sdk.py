@@ -5,6 +5,7 @@ GRAPHSVC_SDK_COMPATIBILITY, and 400 without it (the SDK sends `Prefer: 0`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,69 @@ def test_the_sdk_manages_users_roles_tokens_and_jobs(database_url: str, tmp_path
                 client=client, sort_by="-id", skip=0, limit=10
             )
             assert [(j.id, j.status) for j in listed.data] == [(job.id, 2)]
+
+
+def test_the_sdk_marks_an_object_owned_and_lists_the_owned(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The SDK's older asset-group calls, as pentest tools mark what they compromised: each
+    answer parses into the SDK's own models."""
+    from blood_hound_api_client import models
+    from blood_hound_api_client.api.asset_isolation import (
+        get_asset_group_custom_member_count,
+        list_asset_group_member_count_by_kind,
+        list_asset_group_members,
+        list_asset_groups,
+        update_asset_group_selectors,
+        update_asset_group_selectors_deprecated,
+    )
+
+    demo = asyncio.run(
+        run_in_transaction(
+            database_url,
+            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
+        )
+    )
+    first, second = demo.computer_object_ids[:2]
+    environment = server_environment(database_url, tmp_path, sdk_compatibility="true")
+    with served(environment) as (base, _):
+        client = sdk_auth.HMACAuthenticatedClient(
+            base_url=base, token_key=demo.token_key, token_id=demo.token_id
+        )
+        with client:
+            groups = parsed(list_asset_groups.sync)(client=client, tag="eq:owned").data
+            (owned,) = groups.asset_groups
+            assert (owned.name, owned.system_group) == ("Owned", True)
+
+            def spec(object_id: str, action: str) -> Any:
+                return models.ModelAssetGroupSelectorSpec(
+                    selector_name=object_id,
+                    sid=object_id,
+                    action=models.ModelAssetGroupSelectorSpecAction(action),
+                )
+
+            added = parsed(update_asset_group_selectors.sync)(
+                owned.id, client=client, body=[spec(first, "add")]
+            ).data
+            assert [s.selector for s in added.added_selectors] == [first]
+            older = update_asset_group_selectors_deprecated.sync_detailed(
+                owned.id, client=client, body=[spec(second, "add")]
+            )
+            assert older.status_code == 201, older.content
+            members = parsed(list_asset_group_members.sync)(owned.id, client=client).data.members
+            assert {(m.object_id, m.custom_member) for m in members} == {
+                (first, True),
+                (second, True),
+            }
+            counts = parsed(list_asset_group_member_count_by_kind.sync)(owned.id, client=client)
+            assert (counts.data.total_count, counts.data.counts["Computer"]) == (2, 2)
+            # The SDK's model of this answer lacks the `data` around it that the reference
+            # server writes (WriteBasicResponse, its resources test reads Data): read as sent.
+            custom = get_asset_group_custom_member_count.sync_detailed(owned.id, client=client)
+            assert json.loads(custom.content) == {"data": {"custom_member_count": 2}}
+            removed = parsed(update_asset_group_selectors.sync)(
+                owned.id, client=client, body=[spec(second, "remove")]
+            ).data
+            assert [s.selector for s in removed.removed_selectors] == [second]
+            members = parsed(list_asset_group_members.sync)(owned.id, client=client).data.members
+            assert [m.object_id for m in members] == [first]

@@ -274,7 +274,7 @@ def test_the_path_command_prints_a_hundred_paths_and_counts_the_rest() -> None:
     """Start -> 12 groups -> 12 groups -> end: 144 shortest paths of 3 steps."""
     when = datetime.now(UTC)
     names = ["START", *(f"A{i:02d}" for i in range(12)), *(f"B{i:02d}" for i in range(12)), "END"]
-    nodes = {n: wire.PathNode(n, "Group", ["Group"], n, False, False, when) for n in names}
+    nodes = {n: wire.PathNode(n, "Group", ["Group"], n, False, False, when, "") for n in names}
     a_side, b_side = names[1:13], names[13:25]
     edges = [
         *(("START", a) for a in a_side),

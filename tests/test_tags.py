@@ -85,6 +85,13 @@ def test_a_client_of_the_reference_marks_an_object_owned_and_lists_owned_objects
     }
     found = ok(env.get(f"/api/v2/search?{urlencode({'q': 'DFM@', 'type': 'User'})}"))["data"]
     assert [(r["objectid"], r["system_tags"]) for r in found] == [(DFM, "owned")]
+    assert found[0]["isOwnedObject"] is True and found[0]["isTierZero"] is False
+    assert "Tag_Owned" in found[0]["kinds"] and "User" in found[0]["kinds"]
+    admins = ok(env.get(f"/api/v2/search?{urlencode({'q': 'DOMAIN ADMINS@'})}"))["data"]
+    assert [(r["system_tags"], r["isTierZero"], r["isOwnedObject"]) for r in admins] == [
+        ("admin_tier_0", True, False)
+    ]
+    assert "Tag_Tier_Zero" in admins[0]["kinds"] and "Tag_Owned" not in admins[0]["kinds"]
     # Adding it again under the same name changes nothing; removing it unmarks it.
     again = mark(env, 2, DFM)
     assert again["added_selectors"][0]["id"] == changed["added_selectors"][0]["id"]
@@ -118,6 +125,13 @@ def test_owned_is_seen_in_cypher_paths_pages_and_after_a_later_ingest(env: Env) 
     assert "Tag_Tier_Zero" in on_path[DOMAIN_ADMINS]["kinds"]
     assert on_path[DFM]["isOwnedObject"] is True
     assert on_path[DOMAIN_ADMINS]["isTierZero"] is True
+    assert (on_path[DFM]["system_tags"], on_path[DOMAIN_ADMINS]["system_tags"]) == (
+        "owned",
+        "admin_tier_0",
+    )
+    for node in on_path.values():  # each node's older tags say what its marks say
+        marks = (("admin_tier_0", node["isTierZero"]), ("owned", node["isOwnedObject"]))
+        assert node["system_tags"].split() == [tag for tag, held in marks if held]
     assert not any(n["isOwnedObject"] for oid, n in on_path.items() if oid != DFM)
     # The owned-to-tier-zero question of the community's query library, as asked.
     shortest = cypher_nodes(
@@ -174,6 +188,48 @@ def test_a_cypher_selector_on_a_label_follows_the_data(env: Env, tmp_path: Path)
     assert members() == set()
     ok(send(env, "DELETE", f"{TAGS}/{label['id']}"), 204)
     assert ok(env.get(f"{TAGS}/{label['id']}"), 404) is not None
+
+
+def test_a_requested_analysis_tags_the_graph_again_and_changes_are_audited(env: Env) -> None:
+    """Members are made again after every analysis, the one `PUT /api/v2/analysis` asks for
+    as the one ending an ingest; each change of a tag is an audit event; a Read-Only user
+    reads tags but changes none."""
+    ingest(env, V6)
+    mark(env, 2, DFM)
+    label = ok(send(env, "POST", TAGS, {"name": "Disabled", "type": 2}), 201)["data"]
+    seed = {"type": 2, "value": "MATCH (u:User) WHERE u.enabled = false RETURN u"}
+    ok(send(env, "POST", f"{TAGS}/{label['id']}/selectors", {"name": "off", "seeds": [seed]}), 201)
+
+    def members() -> set[str]:
+        page = ok(env.get(f"{TAGS}/{label['id']}/members?limit=1000"))
+        return {m["object_id"] for m in page["data"]["members"]}
+
+    assert members() == disabled_users(V6) and is_owned_on_page(env, DFM)
+
+    async def forget_members(conn: Any) -> None:
+        await conn.execute("DELETE FROM tag_members")
+
+    env.run_in_transaction(forget_members)
+    assert members() == set() and not is_owned_on_page(env, DFM)
+    headers = env.signed_headers("PUT", "/api/v2/analysis")
+    assert env.request("PUT", "/api/v2/analysis", headers).status_code == 202
+    assert members() == disabled_users(V6) and is_owned_on_page(env, DFM)
+
+    events = ok(env.get("/api/v2/audit"))["data"]["logs"]
+    assert [e["action"] for e in events if e["action"] != "LoginAttempt"][:4] == [
+        "analysis.requested",
+        "tags.CreateSelector",  # the label's Cypher selector
+        "tags.CreateTag",  # the label
+        "tags.CreateSelector",  # the owned mark, made through the older route
+    ]
+    marked = next(e for e in events if e["fields"].get("tag_id") == 2)
+    assert marked["actor_name"] == "admin" and marked["status"] == "success"
+    reader = env.user_with_token("reader", "Read-Only")
+    assert ok(env.get(f"{TAGS}/{label['id']}/members", reader))["data"]["members"]
+    refused = send(env, "PUT", f"{GROUPS}/2/selectors", [], reader)
+    assert refused.status_code == 403 and "graphdb/Write" in refused.text
+    refused = send(env, "POST", TAGS, {"name": "Mine", "type": 2}, reader)
+    assert refused.status_code == 403
 
 
 def expected_members_of_domain_admins(path: Path) -> set[str]:

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from graphsvc.graph.paths import PathIndex
     from graphsvc.store.paths import GraphVersion
 
-# The reference's older tags in `system_tags`, of the two tags its clients read them from.
-SYSTEM_TAGS = {TIER_ZERO_TAG_ID: "admin_tier_0", OWNED_TAG_ID: "owned"}
 OBJECT_IDS_KEPT = 100_000  # object ids a node table keeps found (about 10 MB at most)
 
 
@@ -149,8 +147,7 @@ class NodeTable:
 
     def system_tags(self, node: int) -> str | None:
         """`admin_tier_0` and `owned`, space-separated, as the node is in each (or None)."""
-        found = [SYSTEM_TAGS[t] for t in self.tags.get(node, ()) if t in SYSTEM_TAGS]
-        return " ".join(found) or None
+        return store_tags.system_tags(self.is_tier_zero(node), self.is_owned(node)) or None
 
     def is_tier_zero(self, node: int) -> bool:
         return TIER_ZERO_TAG_ID in self.tags.get(node, ())

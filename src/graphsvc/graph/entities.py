@@ -319,12 +319,9 @@ def entity_props(entity: entities.EntityRow) -> dict[str, object]:
         "isTierZero": entity.is_tier_zero,
         "isOwnedObject": entity.is_owned,
     }
-    system_tags = " ".join(
-        tag for tag, held in (("admin_tier_0", entity.is_tier_zero), ("owned", entity.is_owned))
-        if held
-    )  # fmt: skip
-    if system_tags:
-        props["system_tags"] = system_tags
+    tags = store_tags.system_tags(entity.is_tier_zero, entity.is_owned)
+    if tags:
+        props["system_tags"] = tags
     return props
 
 

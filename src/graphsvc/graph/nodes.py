@@ -7,6 +7,7 @@ from graphsvc.errors import bad_request
 from graphsvc.store import nodes
 from graphsvc.store.db import Connection
 from graphsvc.store.paging import Page
+from graphsvc.store.tags import system_tags
 
 ENVIRONMENT_TYPES = {"Domain": "active-directory", "AZTenant": "azure"}
 
@@ -24,7 +25,10 @@ async def search(conn: Connection, q: str, kind: str | None, page: Page) -> wire
             type=n.label,
             name=n.name,
             distinguishedname=str(n.properties.get("distinguishedname", "")),
-            system_tags=n.system_tags,
+            system_tags=system_tags(n.is_tier_zero, n.is_owned),
+            kinds=n.kinds,
+            isTierZero=n.is_tier_zero,
+            isOwnedObject=n.is_owned,
         )
         for n in found
     ]

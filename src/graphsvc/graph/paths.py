@@ -287,6 +287,7 @@ async def path_answer(
                 n.is_tier_zero,
                 n.is_owned,
                 n.updated_at,
+                store_tags.system_tags(n.is_tier_zero, n.is_owned),
             )
             for n in nodes
         },
@@ -432,6 +433,9 @@ async def exposure_answer(
                     nodes[e.hop].label,
                     names[e.hop_kind],
                 ),
+                nodes[e.node_id].is_tier_zero,
+                nodes[e.node_id].is_owned,
+                store_tags.system_tags(nodes[e.node_id].is_tier_zero, nodes[e.node_id].is_owned),
             )
             for e in exposure.page
         ],

@@ -10,7 +10,13 @@ from typing import Any
 from graphsvc.store.db import Connection
 from graphsvc.store.dialect import like_pattern
 from graphsvc.store.paging import fetch_page
-from graphsvc.store.tags import IN_TAG, OWNED_TAG_ID, TIER_ZERO_TAG_ID
+from graphsvc.store.tags import (
+    IN_TAG,
+    OWNED_TAG_ID,
+    TIER_ZERO_TAG_ID,
+    labels_of_names,
+    tag_names_of_node,
+)
 
 
 @dataclass
@@ -19,7 +25,9 @@ class FoundNode:
     label: str
     name: str
     properties: dict[str, Any]
-    system_tags: str  # admin_tier_0 and owned, space-separated, as it is in each
+    kinds: list[str]  # its kinds, then its tags' labels (Tag_Tier_Zero...)
+    is_tier_zero: bool
+    is_owned: bool
 
 
 async def search_nodes(
@@ -36,16 +44,23 @@ async def search_nodes(
         kind_filter = """AND EXISTS (SELECT 1 FROM node_kinds nk JOIN kinds k
             ON k.id = nk.kind_id WHERE nk.node_id = n.id AND k.name = $4)"""
     tier_zero, owned = IN_TAG.format(tag=TIER_ZERO_TAG_ID), IN_TAG.format(tag=OWNED_TAG_ID)
-    sql = f"""SELECT n.object_id, n.label, n.name, n.properties,
-            CASE WHEN {tier_zero} THEN 'admin_tier_0' ELSE '' END,
-            CASE WHEN {owned} THEN 'owned' ELSE '' END, count(*) OVER ()
+    sql = f"""SELECT n.object_id, n.label, n.name, n.properties, n.kinds,
+            {tier_zero}, {owned}, {tag_names_of_node(conn.dialect)}, count(*) OVER ()
         FROM nodes n
         WHERE (n.object_id = $1 OR upper(n.name) LIKE $3 ESCAPE '\\') {kind_filter}
         ORDER BY CASE WHEN n.object_id = $1 THEN 0
             WHEN upper(n.name) LIKE $2 ESCAPE '\\' THEN 1 ELSE 2 END, n.name, n.object_id"""
     total, rows = await fetch_page(conn, sql, args, skip, limit)
     return total, [
-        FoundNode(r[0], r[1], r[2], json.loads(r[3]), " ".join(t for t in (r[4], r[5]) if t))
+        FoundNode(
+            r[0],
+            r[1],
+            r[2],
+            json.loads(r[3]),
+            [*json.loads(r[4]), *labels_of_names(r[7])],
+            bool(r[5]),
+            bool(r[6]),
+        )
         for r in rows
     ]
 

@@ -43,6 +43,14 @@ def tag_names_of_node(dialect: Dialect) -> str:
         WHERE m.node_id = n.id) d)"""
 
 
+def system_tags(is_tier_zero: bool, is_owned: bool) -> str:
+    """The reference's older `system_tags` text of a node: `admin_tier_0` and `owned`,
+    space-separated, as it is in Tier Zero and Owned ('' in neither)."""
+    return " ".join(
+        tag for tag, held in (("admin_tier_0", is_tier_zero), ("owned", is_owned)) if held
+    )
+
+
 def labels_of_names(names: str | None) -> list[str]:
     """The tag labels of `tag_names_of_node`'s text, by name."""
     return sorted(tag_kind(name) for name in names.split(",")) if names else []

@@ -46,7 +46,10 @@ class SearchResult(msgspec.Struct):
     type: str
     name: str
     distinguishedname: str
-    system_tags: str
+    system_tags: str  # admin_tier_0 and owned, space-separated, as it is in each
+    kinds: list[str]  # its kinds, then its tags' labels (Tag_Tier_Zero, Tag_Owned...)
+    isTierZero: bool
+    isOwnedObject: bool
 
 
 class PagedSearchResults(Paged[SearchResult]):

@@ -13,11 +13,12 @@ from graphsvc.wire.common import Count
 class PathNode(msgspec.Struct):
     label: str  # the node's name
     kind: str  # its primary kind
-    kinds: list[str]
+    kinds: list[str]  # its kinds, then its tags' labels (Tag_Tier_Zero, Tag_Owned...)
     objectId: str
     isTierZero: bool
     isOwnedObject: bool
     lastSeen: datetime
+    system_tags: str  # admin_tier_0 and owned, space-separated, as it is in each
 
 
 class PathEdge(msgspec.Struct):
@@ -64,9 +65,12 @@ class ExposedPrincipal(msgspec.Struct):
     objectID: str
     name: str
     label: str
-    kinds: list[str]
+    kinds: list[str]  # its kinds, then its tags' labels (Tag_Owned...)
     length: int  # steps of its shortest path to the domain's tier zero
     firstHop: FirstHop  # where one such path goes first
+    isTierZero: bool
+    isOwnedObject: bool
+    system_tags: str  # admin_tier_0 and owned, space-separated, as it is in each
 
 
 class UserExposure(msgspec.Struct):
