@@ -5,10 +5,13 @@ Chromium through Playwright) against a served process on each store."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect
@@ -186,8 +189,12 @@ class Console:
         self.page.goto(f"{self.base}/ui/#/{fragment}")
         self.page.wait_for_selector(ready)
 
-    def shoot(self, name: str) -> None:
-        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+    def shoot(self, name: str, selector: str | None = None) -> None:
+        """The page, or only what `selector` finds."""
+        if selector is None:
+            self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+        else:
+            self.page.locator(selector).screenshot(path=str(self.shots / f"{name}.png"))
 
 
 @contextlib.contextmanager
@@ -396,6 +403,16 @@ def test_mark_owned_from_an_entity_and_a_path_and_see_the_tags(
         assert summary.startswith(f"{len(answer['paths'])} shortest paths from 1 ")
         drawn = console.page.locator("#tag-path-output svg .node").count()
         assert drawn == len(answer["nodes"])
+        # The paths offered one by one are the answer's own, each highlighted on its own.
+        offered = min(len(answer["paths"]), 50)
+        position = console.page.locator("#tag-path-output .path-position")
+        expect(position).to_contain_text(f"All {offered} paths")
+        console.page.click("#tag-path-output .path-next")
+        expect(position).to_contain_text(f"Path 1 of {offered}")
+        lit = console.page.locator("#tag-path-output .edge.on-path").evaluate_all(
+            "edges => edges.map(e => +e.dataset.index)"
+        )
+        assert sorted(lit) == sorted(answer["paths"][0])
         console.shoot("paths-between-tags")
         row = console.page.locator("#tag-path-output table.path-objects tr", has_text="DFM@")
         row.locator("button.mark-owned").click()
@@ -775,3 +792,370 @@ def test_long_lists_and_exposure_page_through_every_row(pages_console: Console) 
         colours = [g.get_attribute("class") for g in chart.locator("g.series").all()]
         assert len(colours) == len(set(colours)), colours
     console.shoot("quality-many-series")
+
+
+# --- a path answer of sixty objects --------------------------------------------------------
+
+MANY_SID = "S-1-5-21-6-6-6"
+MANY_START = 3000  # ALICE, four steps from Domain Admins by hundreds of ways
+CITIES = (
+    "OSLO",
+    "LIMA",
+    "CAIRO",
+    "QUITO",
+    "DAKAR",
+    "HANOI",
+    "SEOUL",
+    "MACAU",
+    "PERTH",
+    "TUNIS",
+    "BASEL",
+    "GENOA",
+    "NANCY",
+    "TURIN",
+    "MALMO",
+    "LYON",
+    "PUNE",
+    "KOBE",
+    "RIGA",
+    "BERN",
+)
+
+
+def many_paths_domain() -> Domain:
+    """ALICE is in 10 groups (GenericAll on 5 of them too), each admin of 3 of 20 computers
+    (DCOM on one of them too); each computer has sessions of 3 of 28 admins, each in Domain
+    Admins (GenericAll on it for 10): 60 objects and 153 edges on its shortest paths there.
+    The names run in an order unrelated to who reaches whom, and many are longer than a
+    drawing's label."""
+    domain = Domain("MANY.LOCAL", MANY_SID)
+    groups = [1200 + i for i in range(10)]
+    computers = [1300 + i for i in range(20)]
+    admins = [1100 + i for i in range(28)]
+    domain.users = {MANY_START: "ALICE"}
+    domain.users |= {rid: f"{CITIES[(i * 7) % 20]} OPERATOR {i:02}" for i, rid in enumerate(admins)}
+    domain.groups = {512: "DOMAIN ADMINS"}
+    domain.groups |= {
+        rid: f"{CITIES[(i * 3) % 10]} SERVER ADMINISTRATORS GROUP" for i, rid in enumerate(groups)
+    }
+    domain.computers = {
+        rid: f"{CITIES[(i * 9) % 20]}-SRV-{i:02}" for i, rid in enumerate(computers)
+    }
+    domain.members = {rid: [MANY_START] for rid in groups} | {512: admins}
+    domain.aces = {rid: [(MANY_START, "GenericAll")] for rid in groups[:5]}
+    domain.aces[512] = [(rid, "GenericAll") for rid in admins[:10]]
+    domain.admins = {
+        rid: [g for i, g in enumerate(groups) if c in (2 * i, 2 * i + 1, (2 * i + 2) % 20)]
+        for c, rid in enumerate(computers)
+    }
+    domain.dcom = {computers[2 * i + 1]: [g] for i, g in enumerate(groups)}
+    domain.sessions = {
+        rid: [admins[(3 * c + k) % 28] for k in range(3)] for c, rid in enumerate(computers)
+    }
+    return domain
+
+
+@pytest.fixture
+def many_paths_console(
+    demo_env: tuple[Env, DemoResult], database_url: str, tmp_path: Path
+) -> Iterator[tuple[Console, dict[str, Any]]]:
+    """The demo and many_paths_domain, served, with the server's own answer of ALICE's
+    shortest paths to Domain Admins."""
+    env, _ = demo_env
+    ingest(env, *write_sharphound(tmp_path / "many", many_paths_domain()))
+    query = f"start_node={MANY_SID}-{MANY_START}&end_node={MANY_SID}-512"
+    answer = env.get(f"/api/v2/graphs/shortest-path?{query}").json()["data"]
+    with console_on(database_url, tmp_path) as tab:
+        yield tab, answer
+
+
+def node_key(answer: dict[str, Any], object_id: str) -> str:
+    return str(next(k for k, n in answer["nodes"].items() if n["objectId"] == object_id))
+
+
+def distances_over(
+    answer: dict[str, Any],
+    starts: list[str],
+    backward: bool = False,
+    hidden: frozenset[str] = frozenset(),
+) -> dict[str, int]:
+    """Breadth-first distances over the answer's edges of the kinds not hidden."""
+    step: dict[str, list[str]] = {}
+    for edge in answer["edges"]:
+        if edge["kind"] not in hidden:
+            a, b = (
+                (edge["target"], edge["source"]) if backward else (edge["source"], edge["target"])
+            )
+            step.setdefault(a, []).append(b)
+    found = dict.fromkeys(starts, 0)
+    queue = list(starts)
+    while queue:
+        at = queue.pop(0)
+        for nxt in step.get(at, []):
+            if nxt not in found:
+                found[nxt] = found[at] + 1
+                queue.append(nxt)
+    return found
+
+
+def count_shortest_paths(
+    answer: dict[str, Any], start: str, end: str, hidden: frozenset[str] = frozenset()
+) -> int:
+    """The start's shortest paths to the end over the kinds not hidden, parallel edges
+    counted apart."""
+    distance = distances_over(answer, [start], hidden=hidden)
+    ways = {start: 1}
+    for at in sorted(distance, key=distance.__getitem__):
+        for edge in answer["edges"]:
+            onward = distance.get(edge["target"]) == distance[at] + 1
+            if edge["source"] == at and edge["kind"] not in hidden and at != end and onward:
+                ways[edge["target"]] = ways.get(edge["target"], 0) + ways[at]
+    return ways.get(end, 0)
+
+
+def crossings_of(order: dict[str, tuple[float, float]], edges: list[dict[str, Any]]) -> int:
+    """Edges between neighbouring columns that cross, nodes at (column x, y)."""
+    spans: dict[float, list[tuple[float, float]]] = {}
+    for edge in edges:
+        (x1, y1), (x2, y2) = order[edge["source"]], order[edge["target"]]
+        if x1 < x2:
+            spans.setdefault(x1, []).append((y1, y2))
+    return sum(
+        1
+        for between in spans.values()
+        for i, p in enumerate(between)
+        for q in between[i + 1 :]
+        if (p[0] - q[0]) * (p[1] - q[1]) < 0
+    )
+
+
+DRAWN_STATE = """svg => ({
+    viewBox: svg.getAttribute('viewBox'),
+    nodes: [...svg.querySelectorAll('.node')].map(n => ({
+        key: n.dataset.id, objectId: n.dataset.objectId,
+        x: +n.dataset.x, y: +n.dataset.y,
+        label: n.querySelector('.node-label').textContent,
+        title: n.querySelector('title').textContent,
+        box: (b => [b.x, b.y, b.width, b.height])(n.querySelector('.node-label').getBBox()),
+        frame: (b => [b.x, b.y, b.width, b.height])(n.querySelector('.box').getBBox()),
+        classes: n.getAttribute('class'),
+        opacity: +getComputedStyle(n).opacity})),
+    edges: [...svg.querySelectorAll('.edge')].map(e => ({
+        index: +e.dataset.index, kind: e.dataset.kind, from: e.dataset.from, to: e.dataset.to,
+        classes: e.getAttribute('class'), hidden: getComputedStyle(e).display === 'none',
+        opacity: +getComputedStyle(e).opacity})),
+})"""
+EDGE_MIDDLE = """(svg, index) => {
+    const line = svg.querySelector(`.edge[data-index="${index}"] .line`);
+    const point = line.getPointAtLength(line.getTotalLength() / 2);
+    const screen = point.matrixTransform(line.getScreenCTM());
+    return [screen.x, screen.y];
+}"""
+POINT_UNDER = """(svg, [x, y]) => {
+    const p = new DOMPoint(x, y).matrixTransform(svg.getScreenCTM().inverse());
+    return [p.x, p.y];
+}"""
+
+
+def view_box(text: str) -> list[float]:
+    return [float(v) for v in text.split()]
+
+
+def test_a_path_answer_of_sixty_objects_reads_path_by_path(
+    many_paths_console: tuple[Console, dict[str, Any]],
+) -> None:
+    """ALICE's shortest paths to Domain Admins, 60 objects on 153 edges as the server
+    answers them, drawn in columns by distance with fewer crossings than by name, no two
+    names overlapping; an edge's kind shown when pointed at; zoomed by wheel and buttons,
+    panned by a drag, fitted again; each path highlighted on its own, each a real path
+    from ALICE to Domain Admins; a kind unchecked hides exactly its edges."""
+    console, answer = many_paths_console
+    start, end = f"{MANY_SID}-{MANY_START}", f"{MANY_SID}-512"
+    start_key, end_key = node_key(answer, start), node_key(answer, end)
+    assert len(answer["nodes"]) >= 60 and len(answer["edges"]) >= 150
+    console.sign_in()
+    console.open(f"paths/{start}/{end}", "#path-output svg.path-graph .node")
+    page = console.page
+    drawing = page.locator("#path-output svg.path-graph")
+    drawing.scroll_into_view_if_needed()
+    state = drawing.evaluate(DRAWN_STATE)
+    console.shoot("paths-60-nodes", "#path-output figure")
+    assert len(state["nodes"]) == len(answer["nodes"])
+    assert len(state["edges"]) == len(answer["edges"])
+    assert sorted(e["kind"] for e in state["edges"]) == sorted(e["kind"] for e in answer["edges"])
+
+    # Columns by distance from ALICE; within them, fewer crossings than the names' order.
+    distance = distances_over(answer, [start_key])
+    at = {n["key"]: (n["x"], n["y"]) for n in state["nodes"]}
+    column_x = {distance[k]: x for k, (x, _) in at.items()}
+    assert len(column_x) == 5 and all(at[k][0] == column_x[distance[k]] for k in at)
+    by_name: dict[str, tuple[float, float]] = {}
+    for column in range(5):
+        members = sorted(
+            (k for k in at if distance[k] == column), key=lambda k: answer["nodes"][k]["label"]
+        )
+        by_name |= {k: (float(column), float(rank)) for rank, k in enumerate(members)}
+    drawn_crossings = crossings_of(at, answer["edges"])
+    named_crossings = crossings_of(by_name, answer["edges"])
+    assert drawn_crossings < named_crossings * 0.75, (drawn_crossings, named_crossings)
+    assert drawing.get_attribute("data-crossings") == str(drawn_crossings)
+
+    # No two names (nor nodes) overlap; a long name is cut short, whole in the node's title.
+    for boxes in ([n["box"] for n in state["nodes"]], [n["frame"] for n in state["nodes"]]):
+        for i, (x1, y1, w1, h1) in enumerate(boxes):
+            assert w1 > 0 and h1 > 0
+            for x2, y2, w2, h2 in boxes[i + 1 :]:
+                apart = x1 + w1 <= x2 or x2 + w2 <= x1 or y1 + h1 <= y2 or y2 + h2 <= y1
+                assert apart, ((x1, y1, w1, h1), (x2, y2, w2, h2))
+    for node in state["nodes"]:  # each name within its node's box
+        (x1, y1, w1, h1), (x2, y2, w2, h2) = node["box"], node["frame"]
+        assert x2 <= x1 and x1 + w1 <= x2 + w2 and y2 <= y1 and y1 + h1 <= y2 + h2, node
+    cut = [n for n in state["nodes"] if n["label"].endswith("\u2026")]
+    assert len(cut) >= 30, [n["label"] for n in state["nodes"]]
+    for node in cut:
+        whole = answer["nodes"][node["key"]]["label"]
+        assert whole.startswith(node["label"][:-1]) and whole in node["title"]
+
+    # No kind written on an edge until it is pointed at; then its kind, by it.
+    assert drawing.locator(".edges text").count() == 0
+    hover = drawing.locator(".edge-hover")
+    page.mouse.move(5, 5)
+    assert hover.get_attribute("visibility") == "hidden"
+    first_step = next(
+        i
+        for i, e in enumerate(answer["edges"])
+        if e["source"] == start_key and e["kind"] == "MemberOf"
+    )
+    page.mouse.move(*drawing.evaluate(EDGE_MIDDLE, first_step))
+    expect(hover).to_have_attribute("visibility", "visible")
+    pointed = drawing.locator(".edge.hovered")
+    assert pointed.count() == 1
+    assert drawing.locator(".edge-hover-text").text_content() == pointed.get_attribute("data-kind")
+    assert pointed.get_attribute("data-from") == start
+    titled = pointed.locator("title").text_content() or ""
+    assert f"\u2014{pointed.get_attribute('data-kind')}\u2192" in titled
+    console.shoot("paths-60-nodes-edge-pointed", "#path-output figure")
+    page.mouse.move(5, 5)
+    expect(hover).to_have_attribute("visibility", "hidden")
+
+    # Zoom by the buttons (Enter on one too), by the wheel about the pointer; a drag pans,
+    # and so do the arrow keys; Fit (or 0) shows the whole again.
+    whole = drawing.get_attribute("viewBox") or ""
+    x, _, w, h = view_box(whole)
+    page.click("#path-output .zoom-in")
+    zoomed = view_box(drawing.get_attribute("viewBox") or "")
+    assert zoomed[2] == pytest.approx(w / 1.25, rel=1e-3)
+    assert zoomed[0] + zoomed[2] / 2 == pytest.approx(x + w / 2, abs=0.1)
+    page.focus("#path-output .zoom-out")
+    page.keyboard.press("Enter")
+    assert view_box(drawing.get_attribute("viewBox") or "")[2] == pytest.approx(w, rel=1e-3)
+    box = drawing.bounding_box()
+    assert box is not None
+    # Whole pixels: the wheel's event has the pointer's place in them.
+    pointer = (round(box["x"] + box["width"] * 0.3), round(box["y"] + box["height"] * 0.6))
+    under = drawing.evaluate(POINT_UNDER, pointer)
+    page.mouse.move(*pointer)
+    before = drawing.get_attribute("viewBox") or ""
+    page.mouse.wheel(0, -300)
+    expect(drawing).not_to_have_attribute("viewBox", before)
+    wheeled = view_box(drawing.get_attribute("viewBox") or "")
+    assert wheeled[2] < w * 0.7
+    assert drawing.evaluate(POINT_UNDER, pointer) == pytest.approx(under, abs=0.5)
+    console.shoot("paths-60-nodes-zoomed", "#path-output figure")
+    # Pixels per drawing unit: the whole fitted to the box, times the zoom since.
+    scale = min(box["width"] / w, box["height"] / h) * w / wheeled[2]
+    page.mouse.down()
+    page.mouse.move(pointer[0] + 120, pointer[1] + 60, steps=6)
+    page.mouse.up()
+    panned = view_box(drawing.get_attribute("viewBox") or "")
+    assert panned[2:] == wheeled[2:]
+    assert panned[0] == pytest.approx(wheeled[0] - 120 / scale, rel=0.02)
+    assert panned[1] == pytest.approx(wheeled[1] - 60 / scale, rel=0.02)
+    assert "/entity/" not in page.url  # a drag that began anywhere follows no link
+    drawing.focus()  # the keys: arrows pan, 0 fits, + zooms
+    page.keyboard.press("ArrowRight")
+    keyed = view_box(drawing.get_attribute("viewBox") or "")
+    assert keyed[0] == pytest.approx(panned[0] + panned[2] * 0.1, abs=0.05)
+    page.keyboard.press("0")
+    assert drawing.get_attribute("viewBox") == whole
+    page.keyboard.press("+")
+    assert view_box(drawing.get_attribute("viewBox") or "")[2] == pytest.approx(w / 1.25, rel=1e-3)
+    page.click("#path-output .zoom-fit")
+    assert drawing.get_attribute("viewBox") == whole
+
+    # Each path on its own: Next highlights another, each a real path from ALICE to Domain
+    # Admins, the rest dimmed; All shows them all again.
+    total = count_shortest_paths(answer, start_key, end_key)
+    assert total > 50, total
+    position = page.locator("#path-output .path-position")
+    expect(position).to_contain_text("All 50 paths")
+    expect(position).to_contain_text(f"{total:,} shortest paths")
+    steps = distance[end_key]
+    seen: set[tuple[int, ...]] = set()
+    for number in range(1, 6):
+        page.click("#path-output .path-next")
+        expect(position).to_contain_text(f"Path {number} of 50")
+        state = drawing.evaluate(DRAWN_STATE)
+        lit = [e for e in state["edges"] if "on-path" in e["classes"].split()]
+        assert len(lit) == steps
+        chain = sorted(lit, key=lambda e: distance[answer["edges"][e["index"]]["source"]])
+        assert chain[0]["from"] == start and chain[-1]["to"] == end
+        assert all(a["to"] == b["from"] for a, b in itertools.pairwise(chain))
+        for e in chain:
+            edge = answer["edges"][e["index"]]
+            assert (answer["nodes"][edge["source"]]["objectId"], edge["kind"]) == (
+                e["from"],
+                e["kind"],
+            )
+        seen.add(tuple(sorted(e["index"] for e in lit)))
+        assert len(seen) == number  # another path each time
+        assert all(e["opacity"] < 0.5 for e in state["edges"] if e not in lit)
+        lit_nodes = {e["from"] for e in lit} | {e["to"] for e in lit}
+        assert {n["objectId"] for n in state["nodes"] if n["opacity"] == 1} == lit_nodes
+        steps_text = page.inner_text("#path-output .path-steps")
+        assert (
+            steps_text.startswith("ALICE@MANY.LOCAL") and "DOMAIN ADMINS@MANY.LOCAL" in steps_text
+        )
+    console.shoot("paths-60-nodes-one-path", "#path-output figure")
+    page.click("#path-output .path-previous")
+    expect(position).to_contain_text("Path 4 of 50")
+    page.click("#path-output .path-all")
+    expect(position).to_contain_text("All 50 paths")
+    assert drawing.locator(".edge.on-path").count() == 0
+
+    # The kinds, with their counts; one unchecked hides exactly its edges.
+    counts = Counter(e["kind"] for e in answer["edges"])
+    offered = page.locator("#path-output .kind-filter label").all_inner_texts()
+    assert sorted(t.strip() for t in offered) == sorted(f"{k} ({n})" for k, n in counts.items())
+    page.uncheck("#path-output .kind-filter input[value=GenericAll]")
+    state = drawing.evaluate(DRAWN_STATE)
+    hidden = {e["index"] for e in state["edges"] if e["hidden"]}
+    assert hidden == {i for i, e in enumerate(answer["edges"]) if e["kind"] == "GenericAll"}
+    assert not any("unreachable" in n["classes"] for n in state["nodes"])  # MemberOf still
+    page.uncheck("#path-output .kind-filter input[value=MemberOf]")
+    state = drawing.evaluate(DRAWN_STATE)
+    hidden = {e["index"] for e in state["edges"] if e["hidden"]}
+    gone = frozenset({"GenericAll", "MemberOf"})
+    assert hidden == {i for i, e in enumerate(answer["edges"]) if e["kind"] in gone}
+    # With neither kind no path is left: every node but the two ends dimmed.
+    dimmed = {n["key"] for n in state["nodes"] if "unreachable" in n["classes"]}
+    assert dimmed == set(answer["nodes"]) - {start_key, end_key}
+    expect(position).to_have_text("No path with the kinds shown")
+    page.check("#path-output .kind-filter input[value=GenericAll]")
+    state = drawing.evaluate(DRAWN_STATE)
+    hidden = {e["index"] for e in state["edges"] if e["hidden"]}
+    assert hidden == {i for i, e in enumerate(answer["edges"]) if e["kind"] == "MemberOf"}
+    gone = frozenset({"MemberOf"})
+    forward = distances_over(answer, [start_key], hidden=gone)
+    backward = distances_over(answer, [end_key], backward=True, hidden=gone)
+    dimmed = {n["key"] for n in state["nodes"] if "unreachable" in n["classes"]}
+    assert dimmed == set(answer["nodes"]) - (set(forward) & set(backward)) - {end_key}
+    assert 0 < len(dimmed) < len(answer["nodes"]) - 2
+    left = count_shortest_paths(answer, start_key, end_key, hidden=gone)
+    expect(position).to_contain_text(f"All {min(left, 50)} paths")
+    console.shoot("paths-60-nodes-kinds", "#path-output figure")
+
+    # A node is a link to its page.
+    drawing.locator(f".node[data-object-id='{end}'] a").click()
+    page.wait_for_selector("h1.entity-name")
+    assert page.url.endswith(f"/entity/groups/{end}")

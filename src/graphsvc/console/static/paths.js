@@ -4,8 +4,9 @@
 import { ApiFailure, get } from "./api.js";
 import { el, formatNumber, notice, pager, table } from "./dom.js";
 import { entityLink } from "./entity.js";
-import { distances, distancesFrom, pathGraph } from "./graph.js";
+import { distances, distancesFrom } from "./graph.js";
 import { badges, ownedButton } from "./marks.js";
+import { pathView } from "./pathview.js";
 
 const EXPOSURE_SIZE = 50;
 const TAG_PATHS = 100;
@@ -96,23 +97,26 @@ async function drawPaths(output, start, end, current, pickers) {
   const graph = answer.data;
   const idOf = (objectId) => Object.keys(graph.nodes).find((id) => graph.nodes[id].objectId.toUpperCase() === objectId.toUpperCase());
   const startId = idOf(start);
+  const endId = idOf(end);
   for (const [picker, objectId] of [[pickers[0], start], [pickers[1], end]]) {
     const found = idOf(objectId);
     if (found !== undefined) picker.name(graph.nodes[found]);
   }
-  output.replaceChildren(...drawnGraph(graph, startId, distances(graph, startId)));
+  output.replaceChildren(...drawnGraph(graph, distances(graph, startId), { starts: [startId], ends: endId === undefined ? [] : [endId] }));
 }
 
-/** The graph drawn (or, too large, its edges listed), its edges, and its objects with
- * their marks, each to be marked owned or not from here. */
-function drawnGraph(graph, startId, column) {
+/** The graph drawn (or, too large, its edges listed) with its paths to highlight one by
+ * one and its kinds to filter, its edges, and its objects with their marks, each to be
+ * marked owned or not from here. `sides`: the starts and ends, and paths-between's own
+ * paths (`given`). */
+function drawnGraph(graph, column, sides) {
   const nodes = Object.keys(graph.nodes).length;
   const ordered = graph.edges.slice().sort((a, b) => (column.get(a.source) ?? 0) - (column.get(b.source) ?? 0));
   const drawn = nodes <= MOST_DRAWN;
   const objects = Object.values(graph.nodes).sort((a, b) => a.label.localeCompare(b.label));
   return [
     drawn
-      ? el("figure", { class: "graph-box" }, pathGraph(graph, startId, column))
+      ? pathView(graph, column, sides)
       : notice(`${nodes} nodes on ${graph.edges.length} edges: too many to draw; ${graph.edges.length > LISTED_EDGES ? `the first ${LISTED_EDGES} edges are` : "the edges are"} listed.`, "note"),
     table(
       [
@@ -150,8 +154,9 @@ async function drawTagPaths(output, startTag, endTag, current) {
     return;
   }
   const starts = [...new Set(found.paths.map((path) => found.edges[path[0]].source))];
+  const ends = [...new Set(found.paths.map((path) => found.edges[path[path.length - 1]].target))];
   const summary = `${found.paths.length}${found.truncated ? " (the first)" : ""} shortest paths from ${found.reaching} of the first tag's members.`;
-  output.replaceChildren(el("p", { class: "muted", id: "tag-path-summary" }, summary), ...drawnGraph(found, starts[0], distancesFrom(found, starts)));
+  output.replaceChildren(el("p", { class: "muted", id: "tag-path-summary" }, summary), ...drawnGraph(found, distancesFrom(found, starts), { starts, ends, given: found.paths }));
 }
 
 async function showExposure(output, domainId, skip = 0) {
