@@ -47,7 +47,7 @@ from graphsvc.crypto import KeyBox
 from graphsvc.demo.dataset import DemoResult, create_demo
 from graphsvc.ingest.run import IngestResult, ingest_files
 from graphsvc.logs import JsonLines
-from graphsvc.settings import Settings
+from graphsvc.settings import Secret, Settings
 from graphsvc.signatures import sign_request
 from graphsvc.store.data_version import READ_DATA_VERSION
 from graphsvc.store.db import (
@@ -900,21 +900,19 @@ def served(
 
 
 def make_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=database_url,
-        token_encryption_key=TEST_FERNET_KEY,
-        jwt_secret="test-jwt-signing-key-of-sufficient-length-0123456789",
+    values: dict[str, Any] = {
+        "data_dir": tmp_path / "data",
+        "database_url": database_url,
+        "token_encryption_key": Secret(TEST_FERNET_KEY),
+        "jwt_secret": Secret("test-jwt-signing-key-of-sufficient-length-0123456789"),
         # Off unless a test turns them on: limits would refuse, a token cache would delay the
         # revocations that tests make and check at once, and an ingest worker would poll the
         # store of every test.
-        **{
-            "rate_limit_per_second": 0,
-            "token_cache_seconds": 0,
-            "ingester": False,
-            **overrides,
-        },
-    )
+        "rate_limit_per_second": 0,
+        "token_cache_seconds": 0,
+        "ingester": False,
+    }
+    return Settings(**{**values, **overrides})
 
 
 @pytest.fixture

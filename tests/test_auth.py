@@ -566,12 +566,16 @@ def test_a_removed_user_is_refused_once_the_cache_time_passes(make_env: Callable
 def test_jwts_survive_a_restart_with_generated_keys(database_url: str, tmp_path: Path) -> None:
     """Secrets generated into the data directory are reused by the next process: a session
     opened before a restart is still good after it."""
-    settings = make_settings(tmp_path, database_url).model_copy(
-        update={"data_dir": tmp_path / "keys", "jwt_secret": None, "token_encryption_key": None}
+    settings = make_settings(
+        tmp_path,
+        database_url,
+        data_dir=tmp_path / "keys",
+        jwt_secret=None,
+        token_encryption_key=None,
     )
 
     def started() -> Env:
-        return Env(settings.model_copy(), TestClient(create_app(settings)))
+        return Env(settings, TestClient(create_app(settings)))
 
     first = started()
     with first.client:

@@ -3,13 +3,20 @@ and every kind of refusal with its code and message. No database: parsing only."
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import typing
+from importlib import resources
 from typing import get_args
 
+import lark
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lark import Lark
+from lark.exceptions import UnexpectedInput
 
+from graphsvc.cypher import parse as cypher_parse
 from graphsvc.cypher.parse import parse
 from graphsvc.cypher.syntax import (
     At,
@@ -1058,3 +1065,76 @@ def test_the_tree_of_a_short_text_is_kept_and_a_long_one_parsed_again() -> None:
     long = "MATCH (n:User) WHERE n.name IN [" + ", ".join(["'x'"] * 1500) + "] RETURN n"
     assert len(long) > 4096
     assert parse(long) == parse(long) and parse(long) is not parse(long)
+
+
+# --- the parse tables, made ahead (cypher/grammar.tables) -----------------------------------
+
+TABLE_QUERIES = [
+    "MATCH (n:Computer) RETURN count(n)",
+    "MATCH p = shortestPath((u:User {name: 'DFM@TESTLAB.LOCAL'})-[:MemberOf|AdminTo*1..]->(g))"
+    " WHERE g.objectid ENDS WITH '-512' RETURN p LIMIT 5",
+    "MATCH (u:User) WHERE u.hasspn = true AND NOT u.name =~ '(?i)krbtgt.*'"
+    " WITH u ORDER BY u.name DESC SKIP 1 LIMIT 3 RETURN u.name AS name, [x IN range(1, 3) | x * 2]",
+    "MATCH (c:Computer) OPTIONAL MATCH (c)<-[r:AdminTo]-(p) RETURN c, collect(DISTINCT p)[0..2],"
+    " CASE WHEN r IS NULL THEN 'none' ELSE type(r) END, {a: 1, b: [true, null, 1.5e3]}",
+    "UNWIND $ids AS id MATCH (n {objectid: id}) RETURN n.name UNION ALL RETURN 'x' AS name",
+]
+TABLE_REFUSALS = [
+    "MATCH (n) RETRN n",
+    "MATCH (n) SET n.x = 1",
+    "MATCH (n RETURN n",
+    "CALL db.labels()",
+]
+
+
+def test_the_parser_is_loaded_from_tables_made_for_its_grammar(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Making lark's LALR tables was 0.15 s of each `graphsvc query`'s CPU; they are made
+    ahead into grammar.tables, which must follow grammar.lark."""
+    folder = resources.files(cypher_parse.__package__)
+    grammar = folder.joinpath("grammar.lark").read_text("utf-8")
+    kept = marshal.loads(folder.joinpath(cypher_parse.TABLES_FILE).read_bytes())  # noqa: S302
+    digest, _, made_with = kept["key"].partition(" ")
+    assert digest == hashlib.sha256(grammar.encode()).hexdigest(), (
+        "grammar.tables was made from another grammar: python -m graphsvc.cypher.parse"
+    )
+    if kept["key"] != cypher_parse._tables_key(grammar):
+        pytest.skip(f"grammar.tables made with {made_with}; installed: lark {lark.__version__}")
+
+    def made_again(grammar: str) -> Lark:
+        raise AssertionError("the parser was made from the grammar, not loaded")
+
+    monkeypatch.setattr(cypher_parse, "_make_parser", made_again)
+    cypher_parse._parser.cache_clear()
+    try:
+        loaded = cypher_parse._parser()
+    finally:
+        cypher_parse._parser.cache_clear()
+    monkeypatch.undo()
+    made = cypher_parse._make_parser(grammar)
+    for query in TABLE_QUERIES:
+        assert loaded.parse(query) == made.parse(query), query
+    for query in TABLE_REFUSALS:
+        with pytest.raises(UnexpectedInput) as from_tables:
+            loaded.parse(query)
+        with pytest.raises(UnexpectedInput) as from_grammar:
+            made.parse(query)
+        found, expected = from_tables.value, from_grammar.value  # the same, but for order
+        assert type(found) is type(expected), query
+        assert (found.line, found.column) == (expected.line, expected.column), query
+        assert sorted(getattr(found, "expected", [])) == sorted(getattr(expected, "expected", []))
+
+
+def test_tables_of_another_grammar_are_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grammar changed without making the tables again still parses as it says."""
+    monkeypatch.setattr(cypher_parse, "_tables_key", lambda grammar: "another grammar's")
+    cypher_parse._parser.cache_clear()
+    try:
+        assert parse("MATCH (n) RETURN n") == cypher_parse._Builder("MATCH (n) RETURN n").transform(
+            cypher_parse._make_parser(
+                resources.files(cypher_parse.__package__).joinpath("grammar.lark").read_text()
+            ).parse("MATCH (n) RETURN n")
+        )
+    finally:
+        cypher_parse._parser.cache_clear()

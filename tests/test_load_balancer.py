@@ -1,7 +1,7 @@
-"""The README's nginx block ("Several replicas"), run as written but for its addresses and
-certificate, in front of two replicas: a collector file over nginx's default 1 MB limit is
-uploaded and ingested, a body over graphsvc's own limit gets graphsvc's JSON 413, a body that
-stalls gets graphsvc's 408 (nginx streams it), and port 80 redirects to https."""
+"""The nginx block of docs/operations.md ("Several replicas"), run as written but for its
+addresses and certificate, in front of two replicas: a collector file over nginx's default 1 MB
+limit is uploaded and ingested, a body over graphsvc's own limit gets graphsvc's JSON 413, a
+body that stalls gets graphsvc's 408 (nginx streams it), and port 80 redirects to https."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from tests.test_upload_replicas import (
     pieces,
 )
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATIONS_DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 SAMPLE_ZIP = FIXTURES / "bloodhound-docs" / "ad_sampledata.zip"
 BIG_FILE = "20240305111414_containers.json"  # 1.3 MB: nginx's default limit refused it
 NGINX_DEFAULT_LIMIT = 1024 * 1024
@@ -90,11 +90,11 @@ def nginx_binary() -> str:
 
 
 def readme_nginx_block() -> str:
-    """The one ```nginx block of the README's "Several replicas" section."""
-    section = README.read_text().split("### Several replicas\n", 1)[1]
+    """The one ```nginx block of docs/operations.md's "Several replicas" section."""
+    section = OPERATIONS_DOC.read_text().split("## Several replicas\n", 1)[1]
     section = re.split(r"^#{2,3} ", section, maxsplit=1, flags=re.M)[0]  # to the next heading
     blocks = re.findall(r"^```nginx\n(.*?)^```", section, flags=re.M | re.S)
-    assert len(blocks) == 1, "one nginx block in the README's Several replicas section"
+    assert len(blocks) == 1, "one nginx block in docs/operations.md's Several replicas section"
     block: str = blocks[0]
     return block
 
@@ -124,11 +124,11 @@ def test_the_readme_block_suits_graphsvcs_defaults() -> None:
     )
     for directive in REQUIRED:
         assert directive in location[1], f"the README's location block lacks {directive}"
-    defaults = Settings.model_fields
-    largest: int = defaults["max_upload_bytes"].default
+    defaults = Settings.from_environment({})
+    largest = defaults.max_upload_bytes
     body_limit = size_bytes(directives["client_max_body_size"])
     assert body_limit == 0 or body_limit >= largest, "nginx must take GRAPHSVC_MAX_UPLOAD_BYTES"
-    longest = defaults["max_wait_seconds"].default + largest // (32 * 1024 * 1024)
+    longest = defaults.max_wait_seconds + largest // (32 * 1024 * 1024)
     for timeout in ("proxy_read_timeout", "proxy_send_timeout"):
         assert seconds(directives[timeout]) > longest, f"{timeout} under {longest} s"
     assert "ssl_certificate " in block and "ssl_certificate_key " in block

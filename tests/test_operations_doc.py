@@ -33,8 +33,10 @@ V6 = FIXTURES / "bloodhound-ce" / "fixtures" / "v6" / "ingest"
 
 
 def doc_blocks(title: str) -> list[str]:
-    """The shell blocks of one section of docs/operations.md, as written."""
-    section = DOC.read_text().split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    """The shell blocks of one section of docs/operations.md ("### SQLite", under "## Backup
+    and restore"), as written, to its next heading."""
+    section = re.split(rf"^#{{2,}} {re.escape(title)}\n", DOC.read_text(), flags=re.M)[1]
+    section = re.split(r"^#{2,} ", section, maxsplit=1, flags=re.M)[0]  # a heading, not a comment
     return re.findall(r"```sh\n(.*?)```", section, flags=re.S)
 
 

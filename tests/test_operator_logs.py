@@ -241,7 +241,7 @@ def served_logging(
     monkeypatch.setattr(root, "level", root.level)
     monkeypatch.setattr(top, "handlers", [])
     monkeypatch.setattr(top, "propagate", False)
-    configure_logging(Settings(log_format=log_format, log_level="info"))
+    configure_logging(Settings.from_environment({}, log_format=log_format, log_level="info"))
     (handler,) = [h for h in root.handlers if isinstance(h, StderrHandler)]
     root.removeHandler(handler)
     top.addHandler(handler)

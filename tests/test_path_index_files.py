@@ -7,6 +7,7 @@ index in memory."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import json
 import logging
@@ -241,8 +242,8 @@ def test_an_unusable_folder_leaves_the_index_in_memory(
 
 
 def test_different_stores_in_one_data_folder_keep_apart(env: Env, tmp_path: Path) -> None:
-    other = env.settings.model_copy(
-        update={"database_url": f"sqlite:///{tmp_path / 'other.sqlite3'}"}
+    other = dataclasses.replace(
+        env.settings, database_url=f"sqlite:///{tmp_path / 'other.sqlite3'}"
     )
     mine = env.settings.resolved_path_index_folder()
     assert other.resolved_path_index_folder() != mine
@@ -250,8 +251,8 @@ def test_different_stores_in_one_data_folder_keep_apart(env: Env, tmp_path: Path
 
 
 def test_a_password_in_the_database_url_is_not_in_the_folder_name(env: Env) -> None:
-    one = env.settings.model_copy(update={"database_url": "postgresql://u:secret1@h/db"})
-    two = env.settings.model_copy(update={"database_url": "postgresql://u:secret2@h/db"})
+    one = dataclasses.replace(env.settings, database_url="postgresql://u:secret1@h/db")
+    two = dataclasses.replace(env.settings, database_url="postgresql://u:secret2@h/db")
     assert one.resolved_path_index_folder() == two.resolved_path_index_folder()
 
 

@@ -1,11 +1,15 @@
-"""The README's quickstart, played as a new user would in a fresh folder: on SQLite (twice,
+"""The README, played as a new user would in a fresh folder: the quickstart on SQLite (twice,
 the second time on the store it made) and on a PostgreSQL database that does not exist yet,
-every command it prints is pasted into a shell and answers with success; a busy port is
-refused before anything is printed."""
+every command it prints pasted into a shell and answering with success, then every `sh`
+block of the README in order in one shell, each exiting 0 and printing the answers the
+README shows; a busy port is refused before anything is printed. The harness here (a
+fresh clone, the quickstart serving, a document's blocks played) is tests/test_docs_commands.py's
+too."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -16,7 +20,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,33 +35,129 @@ from tests.conftest import (
 )
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+README = REPOSITORY / "README.md"
+# A line above a block's fence that keeps a test from playing it, with the reason.
+NOT_PLAYED = re.compile(r"<!-- not played: (.*?) -->")
+MARKER = re.compile(r"^@@block (\d+|end)@@\n", flags=re.M)
 
 
 def fresh_clone(folder: Path) -> Path:
     """The quickstart as a clone has it, with the tests' environment as its .venv (so it does
-    not install again)."""
+    not install again), and the tests' fixtures, which the documents ingest."""
     (folder / "scripts").mkdir(parents=True)
     shutil.copy(REPOSITORY / "scripts" / "quickstart.sh", folder / "scripts")
     (folder / ".venv").symlink_to(Path(sys.prefix))
+    (folder / "tests").symlink_to(REPOSITORY / "tests")
     return folder
 
 
-def readme_commands(title: str) -> list[str]:
-    """The shell blocks of one README section, as written."""
-    readme = (REPOSITORY / "README.md").read_text()
-    section = readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+@dataclass(frozen=True)
+class Block:
+    """One ```sh block of a document: its text as written, where it is, and the reason it
+    is not played, if the line above its fence gives one."""
+
+    doc: str
+    line: int
+    heading: str
+    text: str
+    not_played: str | None
 
 
-def play_quickstart(
-    folder: Path,
-    environment: dict[str, str],
-    while_serving: str = "",
-    on_printed: Callable[[list[str]], None] | None = None,
-) -> tuple[list[str], str]:
-    """Run the quickstart until it says it serves; paste every printed command into one shell,
-    then run `while_serving` there, and `on_printed` with what it printed; return each
-    printed command's output, and the shell's."""
+def shell_blocks(path: Path) -> list[Block]:
+    """Every ```sh block of a markdown document, in order."""
+    lines = path.read_text().split("\n")
+    name = str(path.relative_to(REPOSITORY))
+    blocks: list[Block] = []
+    heading, fence, start, above = "", None, 0, ""
+    for number, line in enumerate(lines, 1):
+        if fence is not None:
+            if line.rstrip() == "```":
+                if fence == "sh":
+                    marked = NOT_PLAYED.fullmatch(above.strip())
+                    text = "\n".join(lines[start : number - 1]) + "\n"
+                    reason = marked.group(1) if marked else None
+                    blocks.append(Block(name, start, heading, text, reason))
+                fence = None
+            continue
+        if line.startswith("```"):
+            fence = line[3:].strip()
+            start = number
+            continue
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if line.strip():
+            above = line
+    assert fence is None, f"{name}: a block is not closed"
+    return blocks
+
+
+def shell_environment(base: str) -> dict[str, str]:
+    """A second terminal's: no setting of the tests', and the quickstart's last lines'
+    `GRAPHSVC_URL` for the server it started (on a port of the test's)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHSVC_")}
+    return {**kept, "GRAPHSVC_URL": base}
+
+
+@dataclass(frozen=True)
+class Played:
+    """What each block printed, by its place in the document."""
+
+    blocks: list[Block]
+    outputs: list[str | None]
+
+    def under(self, heading: str) -> str:
+        """What the blocks under a heading printed, together."""
+        found = [
+            output or ""
+            for block, output in zip(self.blocks, self.outputs, strict=True)
+            if block.heading == heading
+        ]
+        assert found, f"no block under {heading!r}"
+        return "".join(found)
+
+    @property
+    def everything(self) -> str:
+        return "".join(output or "" for output in self.outputs)
+
+
+def play(blocks: list[Block], folder: Path, environment: dict[str, str]) -> Played:
+    """Every block not marked, as written, in order, in one shell (`set -e`: a command that
+    fails stops it), from the clone; a block that fails fails the test, naming it."""
+    script = ["set -e"]
+    for number, block in enumerate(blocks):
+        if block.not_played is None:
+            script += [f"echo '@@block {number}@@'; echo '@@block {number}@@' >&2", block.text]
+    script.append("echo '@@block end@@'")
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=folder,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    pieces = MARKER.split(done.stdout)
+    said = dict(zip(pieces[1::2], pieces[2::2], strict=True))
+    if done.returncode != 0 or "end" not in said:
+        last = [key for key in said if key != "end"]
+        failed = blocks[int(last[-1])] if last else None
+        where = f"{failed.doc}:{failed.line} ({failed.heading})" if failed else "before a block"
+        errors = done.stderr.rsplit(f"@@block {last[-1]}@@", 1)[-1] if last else done.stderr
+        raise AssertionError(
+            f"the block at {where} failed (exit {done.returncode}):\n"
+            f"{failed.text if failed else ''}\n--- it printed:\n"
+            f"{said.get(last[-1], '') if last else ''}\n--- on standard error:\n{errors[-4000:]}"
+        )
+    outputs = [said.get(str(number)) for number in range(len(blocks))]
+    return Played(blocks, outputs)
+
+
+@contextlib.contextmanager
+def quickstart(folder: Path, environment: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
+    """The quickstart, run until it says it serves: the server's address and what it printed;
+    stopped at the end."""
     port = free_port()
     process = subprocess.Popen(
         ["bash", "scripts/quickstart.sh"],
@@ -76,30 +177,24 @@ def play_quickstart(
             if line.startswith("# Serving on") or time.monotonic() > deadline:
                 break
         assert printed and printed[-1].startswith("# Serving on"), printed
-        commands = [line for line in printed if line.startswith(("curl ", "JWT="))]
-        script = "\n".join(
-            command if command.startswith("JWT=") else f"echo @@; {command}" for command in commands
-        )
-        pasted = subprocess.run(
-            ["bash", "-c", script], capture_output=True, text=True, timeout=60, check=True
-        )
-        extra = subprocess.run(
-            ["bash", "-c", "set -e\n" + while_serving.replace(":8000", f":{port}")],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert extra.returncode == 0, extra.stderr
-        if on_printed is not None:
-            on_printed(printed)
+        yield f"http://127.0.0.1:{port}", printed
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
+
+
+def paste_printed(printed: list[str]) -> list[str]:
+    """Every command the quickstart printed, pasted into one shell: what each curl printed."""
+    commands = [line for line in printed if line.startswith(("curl ", "JWT="))]
+    script = "\n".join(
+        command if command.startswith("JWT=") else f"echo @@; {command}" for command in commands
+    )
+    pasted = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
     outputs = pasted.stdout.split("@@\n")[1:]
     assert len(outputs) == len([c for c in commands if c.startswith("curl ")]) == 10
-    return outputs, extra.stdout
+    return outputs
 
 
 def assert_all_succeeded(outputs: list[str]) -> None:
@@ -133,26 +228,33 @@ def open_the_printed_console(printed: list[str]) -> None:
         assert page.locator("svg.path-graph .edge").count() == 5
 
 
-def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
-    folder = fresh_clone(tmp_path / "clone")
-    (folder / "tests").symlink_to(REPOSITORY / "tests")  # the README ingests its fixtures
-    operations = "\n".join(readme_commands("The operations, one example each"))
-    finding = "\n".join(readme_commands("Find the ids to ask for"))
-    tokens = "\n".join(readme_commands("Accounts, tokens and permissions"))
-    uploading = "\n".join(readme_commands("Upload from another machine"))
-    asking = "\n".join(readme_commands("Ask in Cypher"))
-    marker, uploaded = "echo @@README@@", "echo @@UPLOAD@@"
-    asked = f"echo @@CYPHER@@\n{asking}\necho @@CYPHER@@"
-    # In the README's order, in one shell: a section that changed what the next ones sign
-    # with (the upload's collector token once did) fails them.
-    played = [operations, marker, uploaded, uploading, uploaded, finding, asked, tokens]
-    printed, said = play_quickstart(folder, {}, "\n".join(played))
-    assert_all_succeeded(printed)
-    examples, found = said.split("@@README@@\n")
-    _, upload_result, found = found.split("@@UPLOAD@@\n")
-    before, cypher, after = found.split("@@CYPHER@@\n")
-    found = before + after
-    # The README's Cypher examples, as it shows their answers.
+def check_the_readme_answers(played: Played) -> None:
+    """The answers the README shows, as its blocks printed them."""
+    assert '"http_status"' not in played.everything  # no error body anywhere
+    # The seed's five operations.
+    answers = played.under("The operations, one example each").splitlines()
+    assert len(answers) == 5
+    assert_all_succeeded(answers)
+    # The tour on TESTLAB.LOCAL: loaded, its lists, a path, its exposure.
+    loaded = played.under("Load a collection")
+    assert ": 86 nodes, 963 edges from 9 file(s)\n" in loaded, loaded
+    assert "active-directory TESTLAB.LOCAL: S-1-5-21-3130019616-2776909439-2417379446\n" in loaded
+    win10 = "S-1-5-21-3130019616-2776909439-2417379446-1104  Computer       WIN10.TESTLAB.LOCAL"
+    assert win10 in loaded, loaded
+    lists = played.under("Who administers a computer")
+    assert "5 in admin-users of WIN10.TESTLAB.LOCAL:\n" in lists, lists
+    assert "DFM@TESTLAB.LOCAL  (AdminTo)\n" in lists
+    assert "ADMIN@TESTLAB.LOCAL  (AdminTo through DOMAIN ADMINS@TESTLAB.LOCAL)\n" in lists
+    assert "3 in dc-syncers of TESTLAB.LOCAL:\n" in lists
+    path = played.under("A path to Domain Admins")
+    assert "2 shortest path(s) of 3 step(s) from DFM@TESTLAB.LOCAL to DOMAIN ADMINS" in path
+    steps = "-HasSession-> ADMINISTRATOR@TESTLAB.LOCAL -MemberOf-> DOMAIN ADMINS@TESTLAB.LOCAL\n"
+    assert f"  1. DFM@TESTLAB.LOCAL -AdminTo-> WIN10.TESTLAB.LOCAL {steps}" in path, path
+    assert "4 nodes, 4 edges: ['AdminTo', 'CanPSRemote', 'HasSession', 'MemberOf']\n" in path
+    exposure = played.under("Exposure: who reaches tier zero")
+    assert exposure.startswith("13 of 15 enabled users (86.7%) have a path to tier zero; 22 ")
+    # Cypher on the AD sample collection, as the README shows its answers.
+    cypher = played.under("Ask in Cypher")
     kerberoastable = "ADMINISTRATOR@PHANTOM.CORP\nSVC_KERB_DEL@PHANTOM.CORP\n(2 rows)"
     assert kerberoastable in cypher and "NOPREAUTH@PHANTOM.CORP\n(1 row)" in cypher, cypher
     assert "-[HasSession]-> ADMINISTRATOR@PHANTOM.CORP -[MemberOf]-> DOMAIN ADMINS" in cypher
@@ -161,54 +263,46 @@ def test_the_quickstart_on_sqlite_twice(tmp_path: Path) -> None:
         "ADMINISTRATOR@PHANTOM.CORP",
         "SVC_KERB_DEL@PHANTOM.CORP",
     }
-    # The README's saved queries: one saved, the legacy file imported but for its query of
-    # two steps, listed, and exported as a zip of one file each.
-    assert "1 Kerberoastable users owned\n" in cypher, cypher
-    assert "['Members of a group, by name', 'Computers without LAPS']\n" in cypher
-    assert "[('Pick a domain, then its computers', 'a query of 2 steps" in cypher
-    listed = "['Computers without LAPS', 'Kerberoastable users', 'Members of a group, by name']"
-    assert f"{listed}\n" in cypher
-    files = "['Computers without LAPS.json', 'Kerberoastable users.json', "
-    assert files + "'Members of a group, by name.json']" in cypher
-    # The README's owned marking, and the paths from it to Tier Zero.
-    assert "['svc_kerb_del']\n[('SVC_KERB_DEL@PHANTOM.CORP', True)]\n" in cypher
-    assert "SVC_KERB_DEL@PHANTOM.CORP | owned\n(1 row)" in cypher
+    # The owned marking, and the paths from it to Tier Zero.
+    owned = played.under("Mark what you own, and its paths to Tier Zero")
+    assert "['svc_kerb_del']\n[('SVC_KERB_DEL@PHANTOM.CORP', True)]\n" in owned
+    assert "SVC_KERB_DEL@PHANTOM.CORP | owned\n(1 row)" in owned
     owned_paths = (
         "2 shortest path(s) from 1 start(s):\n"
         "  1. SVC_KERB_DEL@PHANTOM.CORP -MemberOf-> DOMAIN USERS@PHANTOM.CORP -ADCSESC3-> "
         "PHANTOM.CORP\n"
     )
-    assert owned_paths in cypher, cypher
-    # The README's Azure paths: through an Azure role, an Entra role, a synchronized user.
-    assert "  1. ALICE@CONTOSO.EXAMPLE -AZOwner-> PRODUCTION\n" in cypher, cypher
-    assert "-AZHasRole-> HELPDESK@CONTOSO -AZResetPassword-> CAROL@CONTOSO.EXAMPLE\n" in cypher
+    assert owned_paths in owned, owned
+    # Azure: through an Azure role, an Entra role, a synchronized user.
+    azure = played.under("Azure, briefly")
+    assert "  1. ALICE@CONTOSO.EXAMPLE -AZOwner-> PRODUCTION\n" in azure, azure
+    assert "-AZHasRole-> HELPDESK@CONTOSO -AZResetPassword-> CAROL@CONTOSO.EXAMPLE\n" in azure
     synced = "CAROL@LAB.LOCAL -SyncedToEntraUser-> CAROL@CONTOSO.EXAMPLE -AZOwns-> "
-    assert synced + "PAYROLL@CONTOSO.EXAMPLE -AZRunsAs-> PAYROLL@CONTOSO\n" in cypher
-    assert "['SyncedToEntraUser', 'AZOwns', 'AZRunsAs']\n['INTUNE@CONTOSO']\n" in cypher, cypher
-    job = json.loads(upload_result.splitlines()[-1])
-    assert job["status"] == 2 and job["run_id"], job
-    answers = [json.loads(line) for line in examples.splitlines() if line.strip()]
-    assert len(answers) == 5
-    assert_all_succeeded([json.dumps(a) for a in answers])
-    win10 = "S-1-5-21-3130019616-2776909439-2417379446-1104"
-    assert found.count(win10) >= 2 and "TESTLAB.LOCAL" in found and "token key:" in found
-    assert '"http_status"' not in found
-    # The README's loading steps, as written, on the quickstart's store.
-    loading = subprocess.run(
-        ["bash", "-c", "set -e\n" + "\n".join(readme_commands("Load your own data"))],
-        cwd=folder,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GRAPHSVC_")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert loading.returncode == 0, loading.stderr
-    assert "extension" in loading.stdout and "OKTA" in loading.stdout
+    assert synced + "PAYROLL@CONTOSO.EXAMPLE -AZRunsAs-> PAYROLL@CONTOSO\n" in azure
+    assert "['SyncedToEntraUser', 'AZOwns', 'AZRunsAs']\n['INTUNE@CONTOSO']\n" in azure, azure
+
+
+def test_the_quickstart_and_the_readme_on_sqlite_twice(tmp_path: Path) -> None:
+    folder = fresh_clone(tmp_path / "clone")
+    blocks = shell_blocks(README)
+    not_played = [block for block in blocks if block.not_played]
+    # The two that start the server: this test runs the first, the PostgreSQL test the second.
+    assert [block.text for block in not_played] == [
+        "./scripts/quickstart.sh\n",
+        "GRAPHSVC_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/graphsvc "
+        "./scripts/quickstart.sh\n",
+    ]
+    with quickstart(folder, {}) as (base, printed):
+        assert_all_succeeded(paste_printed(printed))
+        # Every block, top to bottom, in one shell: a block that changed what the next ones
+        # sign with (the upload's collector token once did) fails them.
+        played = play(blocks, folder, shell_environment(base))
+    check_the_readme_answers(played)
     # Again on the store it made: the demo is found there, with new credentials, and the
     # console it prints shows them.
-    printed, _ = play_quickstart(folder, {}, on_printed=open_the_printed_console)
-    assert_all_succeeded(printed)
+    with quickstart(folder, {}) as (_, printed):
+        assert_all_succeeded(paste_printed(printed))
+        open_the_printed_console(printed)
     demo = folder / "data" / "demo.json"
     assert demo.stat().st_mode & 0o777 == 0o600  # it holds the admin secret and token key
 
@@ -221,11 +315,13 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     sqlite_demo = folder / "data" / "demo.json"  # a SQLite quickstart's, from before
     sqlite_demo.parent.mkdir()
     sqlite_demo.write_text('{"kept": true}')
-    printed: list[str] = []
+    # As the README writes it, on this test's database.
+    command = next(b.text for b in shell_blocks(README) if "GRAPHSVC_DATABASE_URL=" in b.text)
+    written = re.fullmatch(r"GRAPHSVC_DATABASE_URL=(\S+) \./scripts/quickstart\.sh\n", command)
+    assert written is not None, command
     try:
-        outputs, _ = play_quickstart(
-            folder, {"GRAPHSVC_DATABASE_URL": url}, on_printed=printed.extend
-        )
+        with quickstart(folder, {"GRAPHSVC_DATABASE_URL": url}) as (_, printed):
+            outputs = paste_printed(printed)
     finally:
         asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     assert_all_succeeded(outputs)
@@ -238,6 +334,10 @@ def test_the_quickstart_on_a_postgresql_database_that_does_not_exist(tmp_path: P
     export = next(line for line in printed if "export GRAPHSVC_URL=" in line)
     assert f"GRAPHSVC_DATABASE_URL={url}" in export
     assert any(str(own) in line for line in printed)
+    # The README's file name for its credentials is the one the quickstart makes.
+    readme_parts = urlsplit(written.group(1))
+    readme_name = f"demo-postgresql-{readme_parts.hostname}-{readme_parts.port}-graphsvc.json"
+    assert f"`data/{readme_name}`" in README.read_text()
 
 
 def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path: Path) -> None:

@@ -35,6 +35,6 @@ def test_the_unit_checks_first_and_waits_for_the_grace() -> None:
     service = parsed["Service"]
     assert service["ExecStartPre"] == f"{INSTALLED} config check"
     assert service["ExecStart"].startswith(f"{INSTALLED} serve ")
-    grace = Settings.model_fields["shutdown_grace_seconds"].default
+    grace = Settings.from_environment({}).shutdown_grace_seconds
     assert int(service["TimeoutStopSec"]) > grace
     assert service["UMask"] == "0077" and service["StateDirectoryMode"] == "0700"

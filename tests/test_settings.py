@@ -1,31 +1,57 @@
-"""The README's configuration table is the settings reference: it must not drift."""
+"""docs/configuration.md's table is the settings reference: it must not drift."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pydantic import ValidationError
 
+import graphsvc.settings as settings_module
 from graphsvc.cli import main
-from graphsvc.settings import Settings, describe_settings_error
+from graphsvc.settings import Secret, Settings, SettingsError, describe_settings_error
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+REFERENCE = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+
+
+def settings_docstrings() -> dict[str, str]:
+    """Each field of the Settings class and the docstring under it, read from its source
+    (the reference is the code's own documentation, whatever reads the class)."""
+    tree = ast.parse(Path(settings_module.__file__).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings")
+    found = {}
+    for field, after in zip(cls.body, cls.body[1:], strict=False):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            found[field.target.id] = " ".join(after.value.value.split())
+    return found
 
 
 def test_every_setting_is_documented_with_its_docstring() -> None:
-    for name, field in Settings.model_fields.items():
+    documented = settings_docstrings()
+    assert sorted(documented) == sorted(f.name for f in dataclasses.fields(Settings))
+    for name, description in documented.items():
         row = next(
             (
                 line
-                for line in README.splitlines()
+                for line in REFERENCE.splitlines()
                 if line.startswith(f"| `GRAPHSVC_{name.upper()}` |")
             ),
             None,
         )
-        assert row is not None, f"GRAPHSVC_{name.upper()} is missing from the README"
-        assert field.description and field.description in row, name
+        assert row is not None, f"GRAPHSVC_{name.upper()} is missing from docs/configuration.md"
+        assert description in row, name
+    # And the table names no setting that is gone.
+    rows = re.findall(r"^\| `GRAPHSVC_(\w+)` \|", REFERENCE, flags=re.M)
+    assert sorted(row.lower() for row in rows) == sorted(documented)
 
 
 def test_settings_come_from_prefixed_environment_variables(
@@ -34,7 +60,7 @@ def test_settings_come_from_prefixed_environment_variables(
     monkeypatch.setenv("GRAPHSVC_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("GRAPHSVC_EDITION", "community")
     monkeypatch.setenv("GRAPHSVC_MAX_WAIT_SECONDS", "90")
-    settings = Settings()
+    settings = Settings.from_environment()
     assert settings.edition == "community" and settings.max_wait_seconds == 90
     assert settings.resolved_database_url() == f"sqlite:///{tmp_path / 'graphsvc.sqlite3'}"
 
@@ -43,9 +69,9 @@ def test_settings_come_from_prefixed_environment_variables(
 def test_the_ingester_is_turned_off_by_its_name_or_its_former_one(
     monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
-    assert Settings().ingester
+    assert Settings.from_environment().ingester
     monkeypatch.setenv(variable, "false")
-    assert not Settings().ingester
+    assert not Settings.from_environment().ingester
 
 
 @pytest.mark.parametrize("variable", ["GRAPHSVC_INGESTER", "GRAPHSVC_INGEST_WORKER"])
@@ -53,8 +79,8 @@ def test_a_bad_value_is_named_by_the_variable_that_holds_it(
     monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
     monkeypatch.setenv(variable, "maybe")
-    with pytest.raises(ValidationError) as raised:
-        Settings()
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_environment()
     assert describe_settings_error(raised.value).startswith(f"{variable}='maybe': ")
 
 
@@ -72,8 +98,8 @@ def test_keys_and_redis_urls_are_checked_at_start(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
 ) -> None:
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ValidationError) as raised:
-        Settings()
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_environment()
     described = describe_settings_error(raised.value)
     assert described.startswith(variable) and said in described, described
     assert "short" not in described  # a key is never shown, even a wrong one
@@ -84,7 +110,7 @@ def test_keys_and_redis_urls_are_checked_at_start(
 )
 def test_redis_urls_of_every_kind_are_taken(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("GRAPHSVC_REDIS_URL", url)
-    assert Settings().redis_url == url
+    assert Settings.from_environment().redis_url == url
 
 
 def test_a_damaged_generated_key_file_is_named(
@@ -93,7 +119,7 @@ def test_a_damaged_generated_key_file_is_named(
     from graphsvc.settings import SettingsFileError
 
     monkeypatch.setenv("GRAPHSVC_DATA_DIR", str(tmp_path))
-    settings = Settings()
+    settings = Settings.from_environment()
     key = settings.resolved_token_encryption_key()  # generated, and kept
     assert settings.resolved_token_encryption_key() == key
     (tmp_path / "token-encryption.key").write_text("edited by hand\n")
@@ -103,8 +129,8 @@ def test_a_damaged_generated_key_file_is_named(
 
 def test_a_redis_password_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRAPHSVC_REDIS_URL", "redis://:s3cretpw@127.0.0.1:6379/abc")
-    with pytest.raises(ValidationError) as raised:
-        Settings()
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_environment()
     described = describe_settings_error(raised.value)
     assert "s3cretpw" not in described and "redis://:***@127.0.0.1:6379/abc" in described
 
@@ -112,7 +138,7 @@ def test_a_redis_password_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_key_pasted_with_a_newline_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     key = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
     monkeypatch.setenv("GRAPHSVC_TOKEN_ENCRYPTION_KEY", key + "\n")
-    assert Settings().resolved_token_encryption_key() == key.encode()
+    assert Settings.from_environment().resolved_token_encryption_key() == key.encode()
 
 
 def test_a_misspelt_variable_is_refused_with_the_name_it_is_near(tmp_path: Path) -> None:
@@ -135,3 +161,55 @@ def test_a_misspelt_variable_is_refused_with_the_name_it_is_near(tmp_path: Path)
         main, ["db", "upgrade"], env={**store, **ours, "GRAPHSVC_TEST_ANYTHING": "1"}
     )
     assert taken.exit_code == 0, taken.output
+
+
+def test_settings_read_as_pydantic_settings_read_them(tmp_path: Path) -> None:
+    """The variables' names in any case; a choice in any case; an empty variable leaves its
+    setting unset; true and false in their usual spellings; a number with spaces."""
+    settings = Settings.from_environment(
+        {
+            "graphsvc_edition": "Community",
+            "GRAPHSVC_LOG_LEVEL": "WARNING",
+            "GRAPHSVC_DATABASE_URL": "",
+            "GRAPHSVC_DATA_DIR": str(tmp_path),
+            "GRAPHSVC_ALLOW_UNLIMITED_WAIT": "yes",
+            "GRAPHSVC_CITRIX_RDP_SUPPORT": "On",
+            "GRAPHSVC_MAX_WAIT_SECONDS": " 90 ",
+            "GRAPHSVC_TOKEN_CACHE_SECONDS": "2.5",
+        }
+    )
+    assert (settings.edition, settings.log_level) == ("community", "warning")
+    assert settings.database_url is None and settings.data_dir == tmp_path
+    assert settings.allow_unlimited_wait and settings.citrix_rdp_support
+    assert (settings.max_wait_seconds, settings.token_cache_seconds) == (90, 2.5)
+    assert not Settings.from_environment({"GRAPHSVC_INGESTER": "off"}).ingester
+
+
+def test_every_problem_is_named_and_a_copy_is_checked_again(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_environment(
+            {
+                "GRAPHSVC_DB_POOL_SIZE": "0",
+                "GRAPHSVC_TOKEN_CACHE_SECONDS": "nan",
+                "GRAPHSVC_SDK_COMPATIBILITY": "2",
+            }
+        )
+    described = describe_settings_error(raised.value)
+    assert "GRAPHSVC_DB_POOL_SIZE='0': should be greater than or equal to 1" in described
+    assert "GRAPHSVC_TOKEN_CACHE_SECONDS='nan': should be a finite number" in described
+    assert "GRAPHSVC_SDK_COMPATIBILITY='2': should be true or false" in described
+    settings = Settings.from_environment({"GRAPHSVC_DATA_DIR": str(tmp_path)})
+    with pytest.raises(SettingsError, match="greater than or equal to 60"):
+        dataclasses.replace(settings, jwt_lifetime_seconds=5)
+    with pytest.raises(SettingsError, match="GRAPHSVC_METRICS_TOKEN"):
+        dataclasses.replace(settings, metrics="token")
+
+
+def test_a_secret_setting_is_never_shown() -> None:
+    key = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
+    settings = Settings.from_environment(
+        {"GRAPHSVC_TOKEN_ENCRYPTION_KEY": key, "GRAPHSVC_JWT_SECRET": "a-session-key-for-tests"}
+    )
+    assert key not in repr(settings) and "a-session-key" not in repr(settings)
+    assert settings.token_encryption_key == Secret(key)
+    assert settings.resolved_jwt_secret() == b"a-session-key-for-tests"

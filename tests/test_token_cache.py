@@ -5,6 +5,7 @@ old record from the store, and must not put it back in the cache."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -40,7 +41,7 @@ class Store:
 
 def cached_authenticator(tmp_path: Path) -> Authenticator:
     settings = make_settings(tmp_path, f"sqlite:///{tmp_path}/unused.sqlite3")
-    settings = settings.model_copy(update={"token_cache_seconds": 600.0})
+    settings = dataclasses.replace(settings, token_cache_seconds=600.0)
     return Authenticator(settings, b"jwt-key", KeyBox(TEST_FERNET_KEY.encode()))
 
 

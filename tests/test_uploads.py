@@ -3,6 +3,7 @@ stores; what an Upload-Only token may do; bodies that are refused leave nothing 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import zipfile
@@ -415,7 +416,7 @@ def test_while_another_writer_holds_sqlite_writes_get_503_and_the_job_waits(
     job_id = upload(env, env.token, json_files(V6))
     writer = sqlite3.connect(env.url.removeprefix("sqlite:///"), isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # as a `graphsvc ingest` in another process holds it
-    worker = JobIngester(env.settings.model_copy(update={"ingester": True}))
+    worker = JobIngester(dataclasses.replace(env.settings, ingester=True))
     worker.start()
     try:
         refused = post(env, "/api/v2/tokens", env.token, b'{"token_name": "during"}')

@@ -16,7 +16,7 @@ from alembic import command
 from graphsvc.accounts import users
 from graphsvc.errors import ApiError
 from graphsvc.store import accounts
-from graphsvc.store.db import DATABASE_ERRORS, Connection, run_in_transaction
+from graphsvc.store.db import Connection, database_errors, run_in_transaction
 from graphsvc.store.migrate import alembic_config, upgrade_schema
 from tests.conftest import Env
 from tests.test_tokens import send
@@ -138,7 +138,7 @@ def test_the_downgrade_keeps_one_holder_of_each_name(database_url: str) -> None:
         (ids[1], f"deleted user {ids[1]}"),
         (ids[2], "olive"),
     ]
-    with pytest.raises(DATABASE_ERRORS):
+    with pytest.raises(database_errors()):
         seed_users(database_url, ("olive", True))
     assert upgrade_schema(database_url)[:1] == ["0018"]  # then any later revision
 

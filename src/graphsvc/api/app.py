@@ -57,10 +57,10 @@ from graphsvc.errors import ApiError
 from graphsvc.graph.paths import PathIndex
 from graphsvc.settings import Settings
 from graphsvc.store.db import (
-    DATABASE_ERRORS,
     Database,
     NoFreeConnection,
     create_database,
+    database_errors,
     is_store_busy,
     redact_url,
 )
@@ -224,7 +224,7 @@ class App:
                 code="no_free_connection",
             )
         log.exception("unhandled error in request %s", request_id)
-        if isinstance(exc, DATABASE_ERRORS):
+        if isinstance(exc, database_errors()):
             return ApiError(500, "database error", "database", code="database_error")
         return ApiError(500, "internal server error", "server")
 

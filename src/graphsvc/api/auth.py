@@ -21,7 +21,7 @@ from graphsvc.errors import ApiError, forbidden, unauthorized
 from graphsvc.settings import Settings
 from graphsvc.signatures import body_key, encode_signature, signatures_match
 from graphsvc.store import accounts
-from graphsvc.store.db import DATABASE_ERRORS, Connection, Database
+from graphsvc.store.db import Connection, Database, database_errors
 
 log = logging.getLogger("graphsvc")
 
@@ -473,7 +473,7 @@ class LastAccess:
                     async with self.db.transaction(changes_answers=False) as conn:
                         for token_id, when in pending.items():
                             await accounts.touch_token(conn, token_id, when)
-                except DATABASE_ERRORS as exc:
+                except database_errors() as exc:
                     log.debug("last access of %d tokens not written: %s", len(pending), exc)
                     for token_id in pending:
                         self.written.pop(token_id, None)  # written by a later request

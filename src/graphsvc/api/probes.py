@@ -53,7 +53,7 @@ async def serve_metrics(ctx: Context, request: Request) -> Response:
         raise ApiError(404, "metrics are off: set GRAPHSVC_METRICS to open or token", "route")
     if ctx.settings.metrics == "token":
         assert ctx.settings.metrics_token is not None
-        expected = f"Bearer {ctx.settings.metrics_token.get_secret_value()}".encode()
+        expected = f"Bearer {ctx.settings.metrics_token.reveal()}".encode()
         # Compared as the bytes sent (headers are read as latin-1): compare_digest refuses
         # str holding anything but ASCII, and a header may hold any byte.
         sent = request.headers.get("authorization", "").encode("latin-1")

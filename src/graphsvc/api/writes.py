@@ -34,7 +34,7 @@ from graphsvc.api.web import (
 from graphsvc.errors import ApiError
 from graphsvc.logs import recording_audit
 from graphsvc.settings import Settings
-from graphsvc.store.db import DATABASE_ERRORS, Connection, Database
+from graphsvc.store.db import Connection, Database, database_errors
 from graphsvc.uploads import UPLOAD_LIMIT_HEADER
 
 log = logging.getLogger("graphsvc")
@@ -190,7 +190,7 @@ class Writes:
                 try:
                     async with self.db.transaction(changes_answers=False) as conn:
                         await receiving(conn, **arguments)
-                except DATABASE_ERRORS as exc:  # the next one may land; the timeout is long
+                except database_errors() as exc:  # the next one may land; the timeout is long
                     log.debug("arrival of an upload not noted: %s", exc)
                 await asyncio.sleep(every)
 

@@ -15,7 +15,7 @@ import click
 
 from graphsvc.signals import EXIT_INTERRUPTED, STOP_SIGNALS, interrupt
 
-# The settings (pydantic), logging, asyncio, the store, the ingest and the key box are
+# The settings, logging, asyncio, the store, the ingest and the key box are
 # imported where a command needs them: at the top they were 0.13 s (settings, logging and
 # asyncio) and 0.3 s more of imports that `graphsvc sign`, which needs none of them, paid on
 # every call.
@@ -42,17 +42,20 @@ def print_error(message: str) -> None:
 
 def load_settings() -> Settings:
     """The settings, with logging set up from them (audit events go to standard error)."""
-    from pydantic import ValidationError
-
     from graphsvc.logs import configure_logging
-    from graphsvc.settings import Settings, describe_settings_error, describe_unknown_variables
+    from graphsvc.settings import (
+        Settings,
+        SettingsError,
+        describe_settings_error,
+        describe_unknown_variables,
+    )
 
     unknown = describe_unknown_variables(os.environ)
     if unknown is not None:
         fail(f"invalid configuration: {unknown}")
     try:
-        settings = Settings()
-    except ValidationError as exc:
+        settings = Settings.from_environment()
+    except SettingsError as exc:
         fail(f"invalid configuration: {describe_settings_error(exc)}")
         raise
     configure_logging(settings)
@@ -149,7 +152,7 @@ def failing_as_commands_do(outcome: str) -> Iterator[None]:
         fail(f"{exc.context}: {exc.message}")
     except IngestError as exc:
         fail(f"{exc} ({outcome})")
-    except database.DATABASE_ERRORS as exc:
+    except database.database_errors() as exc:
         fail(f"{database.describe_database_error(exc)} ({outcome})")
 
 

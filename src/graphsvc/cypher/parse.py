@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import itertools
+import marshal
 import math
 import re
 import typing
 from collections.abc import Callable, Iterator
 from importlib import resources
 
+import lark
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.grammar import Rule
 from lark.lark import PostLex
-from lark.lexer import PatternStr
+from lark.lexer import PatternStr, TerminalDef
 from lark.tree import Meta
 
 from graphsvc.cypher.syntax import (
@@ -136,9 +140,37 @@ class _NameEverywhere(PostLex):
         return stream
 
 
+# lark's LALR tables for grammar.lark, made ahead by `python -m graphsvc.cypher.parse`: making
+# them is 0.15 s of CPU, loading them 0.013 s, and every `graphsvc query` and server start
+# paid the making (bench/README "The command line's CPU"). marshal, not pickle: the tables
+# are plain lists, dicts, strings and numbers, and loading them runs no code.
+TABLES_FILE = "grammar.tables"
+
+
+def _tables_key(grammar: str) -> str:
+    """What the tables were made from: the grammar, lark's release and marshal's format.
+    Tables of another key are not used: the parser is made from the grammar instead."""
+    digest = hashlib.sha256(grammar.encode()).hexdigest()
+    return f"{digest} lark {lark.__version__} marshal {marshal.version}"
+
+
 @functools.cache
 def _parser() -> Lark:
     grammar = resources.files(__package__).joinpath("grammar.lark").read_text("utf-8")
+    tables = resources.files(__package__).joinpath(TABLES_FILE)
+    try:
+        kept = marshal.loads(tables.read_bytes())  # noqa: S302 - the package's own file, as its .pyc
+    except (OSError, EOFError, ValueError, TypeError):
+        kept = None
+    if isinstance(kept, dict) and kept.get("key") == _tables_key(grammar):
+        parser: Lark = Lark.__new__(Lark)._load(
+            kept["tables"], postlex=_NameEverywhere(), propagate_positions=True
+        )
+        return parser
+    return _make_parser(grammar)
+
+
+def _make_parser(grammar: str) -> Lark:
     return Lark(
         grammar,
         start="query",
@@ -148,6 +180,13 @@ def _parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
     )
+
+
+def made_tables(grammar: str) -> bytes:
+    """The content of TABLES_FILE for `grammar`, made with the lark installed."""
+    data, memo = _make_parser(grammar).memo_serialize([TerminalDef, Rule])
+    data["options"] = {k: v for k, v in data["options"].items() if k != "postlex"}
+    return marshal.dumps({"key": _tables_key(grammar), "tables": {"data": data, "memo": memo}})
 
 
 # --- building the syntax tree ---------------------------------------------------------------
@@ -766,3 +805,16 @@ def _shown(token: Token) -> str:
 def _at_offset(text: str, offset: int) -> At:
     line_start = text.rfind("\n", 0, offset) + 1
     return At(text.count("\n", 0, offset) + 1, offset - line_start + 1)
+
+
+def write_tables() -> None:
+    """Make TABLES_FILE again from grammar.lark (after a change of either, or of lark)."""
+    folder = resources.files(__package__)
+    made = made_tables(folder.joinpath("grammar.lark").read_text("utf-8"))
+    with resources.as_file(folder.joinpath(TABLES_FILE)) as written:
+        written.write_bytes(made)
+    print(f"wrote {written} ({len(made):,} bytes)")
+
+
+if __name__ == "__main__":  # python -m graphsvc.cypher.parse
+    write_tables()

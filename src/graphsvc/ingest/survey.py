@@ -32,7 +32,7 @@ from graphsvc.ingest.records import IngestError
 T = TypeVar("T")
 
 # Real collector output nests 9 levels at most (SharpHound ADCS objects, OpenGraph
-# properties); these limits leave room and are in the README.
+# properties); these limits leave room and are in docs/security.md.
 MAX_DEPTH = 32
 MAX_VALUE_BYTES = 1 << 20  # characters of one string (a certificate, a description)
 MAX_RECORD_BYTES = 16 << 20  # the text of one record: its keys and values

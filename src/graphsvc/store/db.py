@@ -10,22 +10,14 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
-
 Row = Sequence[Any]
 T = TypeVar("T")
-# What either driver raises when the database fails or cannot be reached.
-DATABASE_ERRORS: tuple[type[BaseException], ...] = (
-    sqlite3.Error,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    ConnectionError,
-)
 Dialect = Literal["sqlite", "postgresql"]
 
 
@@ -82,13 +74,15 @@ class Database(Protocol):
 def create_database(url: str, pool_size: int = 8, acquire_timeout: float | None = None) -> Database:
     """A pool of `pool_size` connections; taking one waits `acquire_timeout` seconds at most
     (None: as long as it takes), then raises NoFreeConnection."""
-    # Imported here: each pool's module builds on this one.
-    from graphsvc.store.postgres import PostgresDatabase
-    from graphsvc.store.sqlite import SQLiteDatabase
-
+    # Imported here: each pool's module builds on this one, and only the store's own (the
+    # PostgreSQL pool's imports asyncpg, see database_errors).
     if url.startswith("sqlite:///"):
+        from graphsvc.store.sqlite import SQLiteDatabase
+
         return SQLiteDatabase(Path(url.removeprefix("sqlite:///")), pool_size, acquire_timeout)
     if url.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://")):
+        from graphsvc.store.postgres import PostgresDatabase
+
         return PostgresDatabase(asyncpg_dsn(url), pool_size, acquire_timeout)
     raise ValueError(
         f"unsupported database URL {redact_url(url)!r}: use sqlite:/// or postgresql://"
@@ -193,6 +187,17 @@ def describe_database_error(exc: BaseException) -> str:
     return f"database error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What either driver raises when the database fails or cannot be reached. asyncpg's
+    classes only once asyncpg is imported, by a PostgreSQL store: before that none of them
+    can be raised, and importing asyncpg for its classes alone cost every SQLite command
+    50 to 65 ms of CPU (python -X importtime)."""
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is None:
+        return (sqlite3.Error, ConnectionError)
+    return (sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError)
+
+
 class NoFreeConnection(Exception):
     """Every connection of the pool stayed in use for the acquire timeout."""
 
@@ -206,6 +211,8 @@ async def create_missing_database(url: str) -> bool:
     may (CREATEDB); True when it was created. SQLite files are created on first use."""
     if not url.startswith(("postgresql://", "postgres://")):
         return False
+    import asyncpg
+
     dsn = asyncpg_dsn(url)
     try:
         conn = await asyncpg.connect(dsn, timeout=10)

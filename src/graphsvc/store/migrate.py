@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphsvc.store.db import DATABASE_ERRORS, Connection, sqlalchemy_url
+from graphsvc.store.db import Connection, database_errors, sqlalchemy_url
 from graphsvc.store.sqlite import create_private_file
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ async def stored_revision(conn: Connection) -> str | None:
     """The revision the store's schema is at; None where it has none (not created)."""
     try:
         revision = await conn.fetchval("SELECT version_num FROM alembic_version")
-    except DATABASE_ERRORS:
+    except database_errors():
         return None
     return None if revision is None else str(revision)
 

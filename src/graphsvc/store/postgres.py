@@ -19,12 +19,12 @@ from graphsvc.store.data_version import (
     data_version_step,
 )
 from graphsvc.store.db import (
-    DATABASE_ERRORS,
     Connection,
     ConnectionOnDemand,
     Dialect,
     NoFreeConnection,
     Row,
+    database_errors,
     describe_database_error,
 )
 
@@ -32,7 +32,7 @@ LISTENER_NAME = "graphsvc data version"  # in pg_stat_activity, for an operator 
 # A poll that takes longer is a lost connection (a path that went silent without a reset
 # would otherwise hold the last version until TCP gives up, minutes later).
 VERSION_READ_TIMEOUT_SECONDS = 2.0
-VERSION_POLL_ERRORS: tuple[type[BaseException], ...] = (*DATABASE_ERRORS, OSError, TimeoutError)
+VERSION_POLL_ERRORS: tuple[type[BaseException], ...] = (*database_errors(), OSError, TimeoutError)
 
 
 def log_version_failure(exc: BaseException) -> None:

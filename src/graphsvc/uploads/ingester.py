@@ -39,10 +39,10 @@ from graphsvc.logs import audit
 from graphsvc.settings import Settings
 from graphsvc.store import uploads
 from graphsvc.store.db import (
-    DATABASE_ERRORS,
     Connection,
     Database,
     create_database,
+    database_errors,
     is_store_busy,
     is_store_full,
     run_in_transaction,
@@ -177,7 +177,7 @@ class JobIngester:
                     try:
                         message, run_id = await self.run_ingest(db, job_id, names)
                         break
-                    except DATABASE_ERRORS as exc:
+                    except database_errors() as exc:
                         # Another writer (a `graphsvc ingest` on SQLite) holds the store: the
                         # job is not at fault, so it waits, under its lease.
                         if not is_store_busy(exc) or self.stopping.is_set():
@@ -204,7 +204,7 @@ class JobIngester:
                 )
                 await asyncio.shield(self.give_back_lease(db, job_id, reason))
                 self.resting_until = time.monotonic() + self.settings.ingest_lease_seconds
-            elif isinstance(exc, DATABASE_ERRORS):
+            elif isinstance(exc, database_errors()):
                 # Not the files' fault (the database went away, say): the job stays queued,
                 # and this or another replica tries again, up to MAX_ATTEMPTS.
                 log.exception("file-upload job %d: the ingest failed; it is tried again", job_id)
@@ -411,7 +411,7 @@ class LeaseKeeper:
         while not self.done.wait(self.lease_seconds / 3):
             try:
                 asyncio.run(run_in_transaction(self.url, self.renew, changes_answers=False))
-            except DATABASE_ERRORS as exc:
+            except database_errors() as exc:
                 # On SQLite the ingest holds the write lock: nobody else can take the lease.
                 log.debug("lease renewal skipped: %s", exc)
 
