@@ -28,6 +28,16 @@ from blood_hound_api_client.api.data_quality import (  # noqa: E402
 )
 
 
+def load_demo(database_url: str) -> DemoResult:
+    """The demo dataset in the test's store: its admin's token, computers, tenants..."""
+    return asyncio.run(
+        run_in_transaction(
+            database_url,
+            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
+        )
+    )
+
+
 def sdk_calls(demo: DemoResult) -> dict[str, Callable[[Any], Any]]:
     return {
         "dcom rights": lambda c: get_computer_entity_dcom_rights.sync_detailed(
@@ -47,12 +57,7 @@ def sdk_calls(demo: DemoResult) -> dict[str, Callable[[Any], Any]]:
 def test_the_reference_sdk_with_its_defaults(
     database_url: str, tmp_path: Path, compatible: bool
 ) -> None:
-    demo = asyncio.run(
-        run_in_transaction(
-            database_url,
-            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
-        )
-    )
+    demo = load_demo(database_url)
     environment = server_environment(
         database_url, tmp_path, sdk_compatibility="true" if compatible else "false"
     )
@@ -102,12 +107,7 @@ def test_the_sdk_manages_users_roles_tokens_and_jobs(database_url: str, tmp_path
     from blood_hound_api_client.api.permissions import list_permissions
     from blood_hound_api_client.api.roles import list_roles
 
-    demo = asyncio.run(
-        run_in_transaction(
-            database_url,
-            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
-        )
-    )
+    demo = load_demo(database_url)
     environment = server_environment(database_url, tmp_path, sdk_compatibility="true")
     with served(environment) as (base, _):
         client = sdk_auth.HMACAuthenticatedClient(
@@ -175,12 +175,7 @@ def test_the_sdk_marks_an_object_owned_and_lists_the_owned(
         update_asset_group_selectors_deprecated,
     )
 
-    demo = asyncio.run(
-        run_in_transaction(
-            database_url,
-            lambda conn: create_demo(conn, KeyBox(TEST_FERNET_KEY.encode()), "sdk-test-secret"),
-        )
-    )
+    demo = load_demo(database_url)
     first, second = demo.computer_object_ids[:2]
     environment = server_environment(database_url, tmp_path, sdk_compatibility="true")
     with served(environment) as (base, _):
