@@ -12,7 +12,14 @@ from click.testing import CliRunner
 
 import graphsvc.settings as settings_module
 from graphsvc.cli import main
-from graphsvc.settings import Secret, Settings, SettingsError, describe_settings_error
+from graphsvc.settings import (
+    Secret,
+    Settings,
+    SettingsError,
+    describe_settings_error,
+    describe_unknown_variables,
+)
+from graphsvc.store.db import redact_url
 
 REFERENCE = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
 
@@ -92,6 +99,14 @@ def test_a_bad_value_is_named_by_the_variable_that_holds_it(
         ("GRAPHSVC_REDIS_URL", "localhost:6379", "='localhost:6379': use redis://host:port/db"),
         ("GRAPHSVC_REDIS_URL", "http://r:6379/0", "='http://r:6379/0': use redis://host:port/db"),
         ("GRAPHSVC_REDIS_URL", "redis://r:6379/x", "the database index 'x' must be a whole"),
+        # Each of these passed the check before, then the rate limiter's client refused it
+        # with a traceback that showed the password.
+        ("GRAPHSVC_REDIS_URL", "redis://u:short@r:99999/0", "the host or port cannot be read"),
+        ("GRAPHSVC_REDIS_URL", "redis://r/0", "name the host and its port"),
+        ("GRAPHSVC_REDIS_URL", "redis://r:6379/\u00b2", "the database index '\u00b2' must be"),
+        ("GRAPHSVC_REDIS_URL", "redis://[::1/0", "the host or port cannot be read"),
+        ("GRAPHSVC_REDIS_URL", "rediss://r:1/0?ssl_cert_reqs=x", "ssl_cert_reqs must be none"),
+        ("GRAPHSVC_JWT_SECRET", "\udcff", "=(hidden): should be text in UTF-8"),
     ],
 )
 def test_keys_and_redis_urls_are_checked_at_start(
@@ -213,3 +228,63 @@ def test_a_secret_setting_is_never_shown() -> None:
     assert key not in repr(settings) and "a-session-key" not in repr(settings)
     assert settings.token_encryption_key == Secret(key)
     assert settings.resolved_jwt_secret() == b"a-session-key-for-tests"
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            {"ingest_poll_seconds": float("nan")},
+            "GRAPHSVC_INGEST_POLL_SECONDS=nan: should be a finite",
+        ),
+        ({"token_cache_seconds": 10**400}, "GRAPHSVC_TOKEN_CACHE_SECONDS=1000"),
+        ({"data_dir": None}, "GRAPHSVC_DATA_DIR=None: should be a folder's path"),
+        ({"jwt_secret": b"key"}, "GRAPHSVC_JWT_SECRET=(hidden): should be text, not bytes"),
+        ({"max_wait_seconds": "1e3"}, "should be a valid integer"),
+        ({"max_wait_seconds": "\u0665"}, "should be a valid integer"),  # an Arabic-Indic 5
+        ({"max_wait_seconds": "+-5"}, "should be a valid integer"),
+    ],
+)
+def test_values_given_in_python_are_checked_as_the_environment_s(
+    given: dict[str, object], said: str
+) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_environment({}, **given)
+    assert said in describe_settings_error(raised.value)
+    assert "key" not in repr(raised.value.problems)  # a bad secret is not kept either
+
+
+def test_a_path_too_long_for_the_system_is_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{'a' * 300}/graphsvc.sqlite3"
+    refused = CliRunner().invoke(main, ["domains"], env={"GRAPHSVC_DATABASE_URL": url})
+    assert refused.exit_code == 1, refused.output
+    assert refused.exception is None or isinstance(refused.exception, SystemExit)
+    assert "GRAPHSVC_DATABASE_URL=" in refused.output and "cannot be used" in refused.output
+
+
+def test_passwords_are_shown_nowhere_whatever_they_hold() -> None:
+    cases = {
+        "postgresql://u:hun@ter2@h:5432/db": "postgresql://u:***@h:5432/db",
+        "postgresql://u:pw@h/db?password=hunter2&sslmode=require": (
+            "postgresql://u:***@h/db?password=***&sslmode=require"
+        ),
+        "redis://u:hun/ter2@h:6379/0": "redis://u:***@h:6379/0",
+        "redis://:hunter2@h:6379/0": "redis://:***@h:6379/0",
+        "postgresql://postgres@127.0.0.1:5432/test": "postgresql://postgres@127.0.0.1:5432/test",
+        "sqlite:////var/lib/graphsvc/store.sqlite3": "sqlite:////var/lib/graphsvc/store.sqlite3",
+    }
+    assert {url: redact_url(url) for url in cases} == cases
+    settings = Settings.from_environment(
+        {
+            "GRAPHSVC_DATABASE_URL": "postgresql://u:hunter2@h/db",
+            "GRAPHSVC_REDIS_URL": "redis://:hunter2@h:6379/0",
+        }
+    )
+    assert "hunter2" not in repr(settings)
+
+
+def test_a_misspelt_variable_in_lower_case_is_refused_too() -> None:
+    said = describe_unknown_variables({"graphsvc_editon": "community", "graphsvc_edition": "x"})
+    assert said is not None and said.startswith(
+        "unknown variable graphsvc_editon (did you mean GRAPHSVC_EDITION?)"
+    )

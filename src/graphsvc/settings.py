@@ -7,12 +7,14 @@ import functools
 import hashlib
 import math
 import os
+import re
 import secrets
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 
@@ -28,6 +30,8 @@ class Secret:
     __slots__ = ("_value",)
 
     def __init__(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"a secret is text, not {type(value).__name__}")
         self._value = value
 
     def reveal(self) -> str:
@@ -74,7 +78,7 @@ class Settings:
     data_dir: Path = dataclasses.field(default_factory=default_data_dir)
     """Folder for the default SQLite file and for secrets generated on first start."""
 
-    database_url: str | None = None
+    database_url: str | None = dataclasses.field(default=None, repr=False)  # a password
     """`sqlite:///path/file.db` or `postgresql://user@host:port/db`; default SQLite in data_dir."""
 
     edition: Literal["enterprise", "community"] = "enterprise"
@@ -184,7 +188,7 @@ class Settings:
     login_failures_per_minute: int = setting(10, ge=1)
     """Failed logins allowed per user name and per address in a minute; then 429s, unchecked."""
 
-    redis_url: str | None = None
+    redis_url: str | None = dataclasses.field(default=None, repr=False)  # a password
     """`redis://host:port/db`: keep rate-limit counters in Redis, shared by every replica."""
 
     trusted_proxies: int = setting(0, ge=0)
@@ -237,7 +241,8 @@ class Settings:
             try:
                 converted = convert(field, value)
             except ValueError as exc:
-                problems.append(Problem(field.name, value, str(exc)))
+                given = None if field.name in SECRET_SETTINGS else value  # never kept
+                problems.append(Problem(field.name, given, str(exc)))
                 continue
             object.__setattr__(self, field.name, converted)
         if not problems and self.metrics == "token" and self.metrics_token is None:
@@ -377,12 +382,14 @@ def describe_unknown_variables(environ: Mapping[str, str]) -> str | None:
     """One line naming each GRAPHSVC_* variable set that graphsvc does not read (a misspelt
     one would otherwise be ignored), with the known name nearest to it; None if none."""
     known = known_variables()
+    settings = {v for variables in setting_variables().values() for v in variables}
     unknown = sorted(
         name
         for name in environ
-        if name.startswith("GRAPHSVC_")
+        if name.upper().startswith("GRAPHSVC_")
         and name not in known
-        and not name.startswith(RESERVED_PREFIXES)
+        and name.upper() not in settings  # settings are read in any case
+        and not name.upper().startswith(RESERVED_PREFIXES)
     )
     if not unknown:
         return None
@@ -390,7 +397,7 @@ def describe_unknown_variables(environ: Mapping[str, str]) -> str | None:
     prefix = len("GRAPHSVC_")  # compared without it: it alone made every name look alike
     endings = {name[prefix:]: name for name in known}
     for name in unknown:
-        near = difflib.get_close_matches(name[prefix:], sorted(endings), n=1, cutoff=0.75)
+        near = difflib.get_close_matches(name.upper()[prefix:], sorted(endings), n=1, cutoff=0.75)
         parts.append(f"{name} (did you mean {endings[near[0]]}?)" if near else name)
     return (
         f"unknown variable {', '.join(parts)}: graphsvc reads no such setting; unset it or "
@@ -438,6 +445,7 @@ class SettingsError(Exception):
         self.problems = problems
 
 
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 TRUE_WORDS = {"1", "true", "t", "yes", "y", "on"}
 FALSE_WORDS = {"0", "false", "f", "no", "n", "off"}
 
@@ -487,24 +495,43 @@ def as_type(kind: Any, value: Any) -> Any:
     if kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        try:
-            return int(str(value).strip())
-        except ValueError:
-            raise ValueError("should be a valid integer, a whole number like 30") from None
+        text = str(value).strip()
+        if not WHOLE_NUMBER.fullmatch(text):  # not 1e3, 5_000, nor digits of other scripts
+            raise ValueError("should be a valid integer, a whole number like 30")
+        return int(text)
     if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            number = value
+        elif isinstance(value, str) and value.isascii() and "_" not in value:
+            try:
+                number = float(value.strip())
+            except ValueError:
+                raise ValueError("should be a number, like 2.5") from None
+        else:
+            raise ValueError("should be a number, like 2.5")
         try:
-            number = float(str(value).strip())
-        except ValueError:
-            raise ValueError("should be a number, like 2.5") from None
+            number = float(number)
+        except OverflowError:
+            number = math.inf
         if not math.isfinite(number):
             raise ValueError("should be a finite number")
         return number
     if kind is Path:
-        return value if isinstance(value, Path) else Path(str(value))
+        if isinstance(value, Path):
+            return value
+        if isinstance(value, str):
+            return Path(value)
+        raise ValueError(f"should be a folder's path, not {type(value).__name__}")
     if kind is Secret:
-        return value if isinstance(value, Secret) else Secret(str(value))
+        if isinstance(value, str):
+            value = Secret(value)
+        if not isinstance(value, Secret):
+            raise ValueError(f"should be text, not {type(value).__name__}")
+        try:
+            value.reveal().encode()
+        except UnicodeEncodeError:  # bytes the environment held that are not UTF-8
+            raise ValueError("should be text in UTF-8") from None
+        return value
     if kind is str and isinstance(value, str):
         return value
     raise ValueError(f"should be text, not {type(value).__name__}")
@@ -518,13 +545,28 @@ def fernet_key(value: Secret) -> Secret:
 
 
 def redis_location(value: str) -> str:
+    """A Redis URL the rate limiter's client takes: checked here, since that client's own
+    refusals are tracebacks that show the password (the limits package's)."""
+    usage = "use redis://host:port/db (rediss:// for TLS, redis+unix:///path/socket)"
     scheme, separator, rest = value.partition("://")
     if not separator or scheme not in REDIS_SCHEMES or not rest.strip("/"):
-        raise ValueError("use redis://host:port/db (rediss:// for TLS, redis+unix:///path/socket)")
-    if scheme != "redis+unix":
-        index = rest.partition("?")[0].partition("/")[2]
-        if index and not index.isdigit():
-            raise ValueError(f"the database index {index!r} must be a whole number, like /0")
+        raise ValueError(usage)
+    if scheme == "redis+unix":
+        return value
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+        host = parts.hostname
+    except ValueError:  # a port that is no number or out of range, a broken [IPv6] host
+        raise ValueError(f"{usage}: the host or port cannot be read") from None
+    if not host or port is None:
+        raise ValueError(f"{usage}: name the host and its port")
+    index = parts.path.strip("/")
+    if index and not (index.isascii() and index.isdigit()):
+        raise ValueError(f"the database index {index!r} must be a whole number, like /0")
+    for name, given in parse_qsl(parts.query):
+        if name == "ssl_cert_reqs" and given not in ("none", "optional", "required"):
+            raise ValueError("ssl_cert_reqs must be none, optional or required")
     return value
 
 
@@ -533,7 +575,11 @@ def supported_database(value: str) -> str:
         raise ValueError("use sqlite:///path/file.db or postgresql://user@host:port/database")
     if value.startswith("sqlite:///"):
         folder = Path(value.removeprefix("sqlite:///")).parent
-        if not folder.is_dir():
+        try:
+            found = folder.is_dir()
+        except OSError as exc:  # a name too long, say
+            raise ValueError(f"the folder cannot be used: {exc.strerror}") from None
+        if not found:
             raise ValueError(f"the folder {folder} does not exist; create it first")
     return value
 

@@ -252,4 +252,20 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+    """`url` with its password, and any `password=` parameter, as ***: the user's part ends
+    at the last @ before the path, so a password may hold @ and / (an unencoded one)."""
+    scheme, separator, rest = url.partition(":")
+    if not separator:
+        return url
+    authority_end = len(rest)
+    for mark in ("?", "#"):
+        found = rest.find(mark)
+        if found != -1:
+            authority_end = min(authority_end, found)
+    head, tail = rest[:authority_end], rest[authority_end:]
+    user, at, host = head.rpartition("@")
+    if at:
+        name, colon, _ = user.partition(":")
+        head = f"{name}{colon}***@{host}" if colon else f"{user}@{host}"
+    tail = re.sub(r"(?i)(password=)[^&#]*", r"\1***", tail)
+    return f"{scheme}:{head}{tail}"
