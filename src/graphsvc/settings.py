@@ -75,7 +75,7 @@ class Settings:
 
     Our own reading and checking, not pydantic-settings': importing pydantic and
     pydantic-settings and building their model cost every command about 90 ms of CPU (0.13 s
-    against 0.04 s for `import graphsvc.settings; Settings.from_environment()`), the larger share of a
+    against 0.04 s to import this module and read the settings), the larger share of a
     command's start (bench/README "The command line's CPU")."""
 
     data_dir: Path = dataclasses.field(default_factory=default_data_dir)
