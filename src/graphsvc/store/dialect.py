@@ -53,24 +53,28 @@ def rows_source(
     from 46.1 to 39.7 s.
     """
     count = len(pg_types)
+    # Columns compared and gathered in C (zip, tuple.count) rather than by a generator over
+    # every row for each column: a million edge rows (200 batches) 0.46 s to 0.37 s on
+    # SQLite, their JSON encoding included.
+    by_column: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * count
     constant = [
-        bool(rows)
-        and isinstance(rows[0][i], str | int | float | datetime | None)
-        and all(r[i] == rows[0][i] for r in rows)
-        for i in range(count)
+        bool(column)
+        and isinstance(column[0], str | int | float | datetime | None)
+        and column.count(column[0]) == len(column)
+        for column in by_column
     ]
     varying = [i for i in range(count) if not constant[i]]
     params: list[Any] = []
     if dialect == "postgresql":
         arrays = ", ".join(f"${first + n}::{pg_types[i]}[]" for n, i in enumerate(varying))
-        params = [[r[i] for r in rows] for i in varying]
+        params = [list(by_column[i]) for i in varying]
         source = f"unnest({arrays}) AS t({', '.join(f'v{i + 1}' for i in varying)})"
     else:
         extracts = ", ".join(
             f"json_extract(value, '$[{n}]') AS v{i + 1}" for n, i in enumerate(varying)
         )
         source = f"(SELECT {extracts} FROM json_each(${first})) AS t"
-        params = [encode_json([[r[i] for i in varying] for r in rows])]
+        params = [encode_json(list(zip(*(by_column[i] for i in varying), strict=True)))]
     if not varying:  # every row the same: one is enough
         source = "(SELECT 1) AS t"
         params = []
