@@ -21,6 +21,7 @@ from graphsvc.analysis import azure as rules
 from tests.conftest import FIXTURES, Env, ingest
 from tests.test_ad_relationships import derived_edges, stored_edges
 from tests.test_escalations import HARNESSES
+from tests.test_sharphound import SAMPLES, TESTLAB
 from tests.test_shortest_path import answered_edges, ask
 from tests.test_tokens import send
 
@@ -35,7 +36,7 @@ GROUP_RG = f"{SUBSCRIPTION}/RESOURCEGROUPS/PROD"
 VM = f"{GROUP_RG}/PROVIDERS/MICROSOFT.COMPUTE/VIRTUALMACHINES/WEB01"
 VAULT = f"{GROUP_RG}/PROVIDERS/MICROSOFT.KEYVAULT/VAULTS/SECRETS01"
 MANAGEMENT_GROUP = "/PROVIDERS/MICROSOFT.MANAGEMENT/MANAGEMENTGROUPS/ROOT"
-AD_SID = "S-1-5-21-3130019616-2776909439-2417379446-1105"
+AD_SID = "S-1-5-21-1000000001-1000000002-1000000003-1105"
 
 
 def uid(n: int) -> str:
@@ -552,3 +553,15 @@ def test_a_reference_azure_query_harness_gets_the_lists_its_test_expects(
             assert data[asked["nonzero"]] > 0, asked
             plain = azure(env, asked["entity_type"], object_id, counts="false").json()["data"]
             assert asked["nonzero"] not in plain and plain["props"]["objectid"] == object_id
+
+
+def test_the_tenant_s_ad_user_is_nobody_of_the_readme_s_lab(env: Env) -> None:
+    """The README's tour loads the tenant into the store that holds TESTLAB: its AD user
+    had DFM's object id, and renamed DFM to CAROL@LAB.LOCAL for every later step."""
+    ingest(env, SAMPLES["v6 folder"])
+    ingest(env, CONTOSO)
+    dfm = env.get(f"/api/v2/users/{TESTLAB}-1105?counts=false")
+    assert dfm.status_code == 200, dfm.text
+    assert dfm.json()["data"]["props"]["name"] == "DFM@TESTLAB.LOCAL"
+    carol = env.get(f"/api/v2/users/{AD_SID}?counts=false")
+    assert carol.json()["data"]["props"]["name"] == "CAROL@LAB.LOCAL"

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
-from starlette.requests import Request
 
 from graphsvc import wire
 from graphsvc.accounts import audit_log, roles, saml, sessions, tokens, users
@@ -77,6 +76,7 @@ from graphsvc.api.probes import (
     serve_metrics,
     serve_openapi,
 )
+from graphsvc.api.web import Request
 from graphsvc.console import assets as console_assets
 from graphsvc.cypher import service as cypher
 from graphsvc.graph import azure, clearing, clients, data_quality, extensions, nodes, paths
