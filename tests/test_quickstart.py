@@ -275,6 +275,8 @@ def check_the_readme_answers(played: Played) -> None:
     assert owned_paths in owned, owned
     # Azure: through an Azure role, an Entra role, a synchronized user.
     azure = played.under("Azure, briefly")
+    assert "  azure CONTOSO: 6C12B0B0-B2CC-4A73-8252-0B94BFCA2145\n" in azure, azure
+    assert "active-directory" not in azure  # its AD user is of no domain the tour loaded
     assert "  1. ALICE@CONTOSO.EXAMPLE -AZOwner-> PRODUCTION\n" in azure, azure
     assert "-AZHasRole-> HELPDESK@CONTOSO -AZResetPassword-> CAROL@CONTOSO.EXAMPLE\n" in azure
     synced = "CAROL@LAB.LOCAL -SyncedToEntraUser-> CAROL@CONTOSO.EXAMPLE -AZOwns-> "
