@@ -189,6 +189,18 @@ class Console:
         self.page.goto(f"{self.base}/ui/#/{fragment}")
         self.page.wait_for_selector(ready)
 
+    def follow(self, listed: str, name: str, then: str, page_kind: str) -> list[str]:
+        """From the entity page's list `listed`, to the entity `name` it links to (a page of
+        `page_kind`), and the first column of that entity's list `then`."""
+        self.page.click(f".list-button[data-list={listed}]")
+        self.page.click(f"table.entity-list a.entity-link >> text={name}")
+        self.page.wait_for_selector(f".list-button[data-list={then}]")
+        assert f"/entity/{page_kind}/" in self.page.url, self.page.url
+        self.page.click(f".list-button[data-list={then}]")
+        self.page.wait_for_selector(f"table.entity-list[data-list={then}] tbody tr")
+        cells = self.page.locator("table.entity-list tbody tr td:first-child")
+        return cells.all_inner_texts()
+
     def shoot(self, name: str, selector: str | None = None) -> None:
         """The page, or only what `selector` finds."""
         if selector is None:
@@ -316,13 +328,9 @@ def test_certificate_services_objects_are_entities_linked_to_each_other(
         ".list-button[data-list=published-to-cas]",
     )
     assert console.page.inner_text("h1.entity-name") == "USER@ESC1.LOCAL"
-    console.page.click(".list-button[data-list=published-to-cas]")
-    console.page.click("table.entity-list a.entity-link >> text=ESC1-ESC1-DC-CA@ESC1.LOCAL")
-    console.page.wait_for_selector(".list-button[data-list=pki-hierarchy]")
-    assert "/entity/enterprisecas/" in console.page.url
-    console.page.click(".list-button[data-list=pki-hierarchy]")
-    console.page.wait_for_selector("table.entity-list[data-list=pki-hierarchy] tbody tr")
-    listed = console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts()
+    listed = console.follow(
+        "published-to-cas", "ESC1-ESC1-DC-CA@ESC1.LOCAL", "pki-hierarchy", "enterprisecas"
+    )
     # Below the CA its host; above it its chain's root CA, the NTAuth store and the domain.
     assert {"ESC1-DC.ESC1.LOCAL", "ESC1.LOCAL"} <= set(listed), listed
     console.shoot("certificate-services")
@@ -716,13 +724,7 @@ def test_azure_objects_are_entities_with_the_reference_lists(azure_console: Cons
     console.page.wait_for_selector(".list-button[data-list=roles]")
     assert "/entity/azure/users/" in console.page.url
     assert console.page.inner_text(".list-button[data-list=roles] .count") == "1"
-    console.page.click(".list-button[data-list=roles]")
-    console.page.click("table.entity-list a.entity-link >> text=INTUNE@CONTOSO")
-    console.page.wait_for_selector(".list-button[data-list=active-assignments]")
-    assert "/entity/azure/roles/" in console.page.url
-    console.page.click(".list-button[data-list=active-assignments]")
-    console.page.wait_for_selector("table.entity-list[data-list=active-assignments] tbody tr")
-    listed = console.page.locator("table.entity-list tbody tr td:first-child").all_inner_texts()
+    listed = console.follow("roles", "INTUNE@CONTOSO", "active-assignments", "azure/roles")
     assert set(listed) == {"DAVE@CONTOSO.EXAMPLE", "TIER0 ADMINS@CONTOSO"}, listed
     console.shoot("azure-entity")
     console.open(
