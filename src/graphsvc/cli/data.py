@@ -85,6 +85,7 @@ def ingest(paths: tuple[Path, ...], as_json: bool) -> None:
                     progress,
                     limits=limits,
                     citrix_rdp_support=settings.citrix_rdp_support,
+                    cache_mb=settings.ingest_cache_mb,
                 ),
             )
     finally:

@@ -160,13 +160,28 @@ async def ingest_files(
     names: Mapping[Path, str] | None = None,
     limits: IngestLimits = NO_LIMITS,
     citrix_rdp_support: bool = False,
+    cache_mb: int = 0,
 ) -> IngestResult:
     """Ingest files, folders and zips as one run in the caller's transaction; `now` is the
     run's time and its documents' collection time (when loading history); without it, a
     document's collection time is the one it states (Source.collection_time), else the
     run's. A file is named by its name in `names`, if there (an upload job's files, written
     under other names), else by its path. Input past `limits` is refused before anything is
-    written. The analysis that ends it takes `citrix_rdp_support` (the setting)."""
+    written. The analysis that ends it takes `citrix_rdp_support`, and SQLite's page cache is
+    `cache_mb` MiB while it runs (the settings of those names)."""
+    async with graph.page_cache(conn, cache_mb):
+        return await ingest_run(conn, paths, progress, now, names, limits, citrix_rdp_support)
+
+
+async def ingest_run(
+    conn: Connection,
+    paths: Sequence[Path],
+    progress: Callable[[Source], Progress] | None,
+    now: datetime | None,
+    names: Mapping[Path, str] | None,
+    limits: IngestLimits,
+    citrix_rdp_support: bool,
+) -> IngestResult:
     started = time.monotonic()
     given = now
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)

@@ -53,10 +53,10 @@ async def replace_derived_edges(
     else:
         scope = f"NOT {in_list(conn.dialect, 'k.name', '$1')}"
         kinds = sorted({*RAW_COPIES.values(), *later})
-    # (Both through the index of derived relationships by kind, migration 0024.)
+    # (A seek a kind into the index of relationships by kind and whether derived, 0025.)
     stored_kinds = await conn.fetch(
         f"""SELECT k.name FROM kinds k WHERE {scope}
-            AND k.id IN (SELECT DISTINCT kind_id FROM edges WHERE derived)""",
+            AND EXISTS (SELECT 1 FROM edges x WHERE x.kind_id = k.id AND x.derived)""",
         list_param(conn.dialect, kinds),
     )
     by_kind: dict[str, list[DerivedEdge]] = defaultdict(list)

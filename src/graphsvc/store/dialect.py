@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import msgspec
@@ -192,9 +192,13 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def time_value(dialect: Dialect, value: datetime) -> datetime | str:
-    """A time as one of `rows_source`'s values: SQLite's rows are JSON, so its text."""
-    return sqlite_time(value) if dialect == "sqlite" else value
+def time_values(dialect: Dialect) -> Callable[[datetime], datetime | str]:
+    """Times as `rows_source`'s values (SQLite's rows are JSON, so its text), for one batch:
+    each distinct time converted once, since a batch's rows share its documents' few times
+    (a node's conversion each was 1 s of the 1 GB collection's ingest)."""
+    if dialect == "sqlite":
+        return cache(sqlite_time)
+    return lambda value: value
 
 
 @lru_cache(maxsize=4096)

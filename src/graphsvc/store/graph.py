@@ -3,8 +3,9 @@ runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from graphsvc.store.dialect import (
     next_number,
     refresh_planner_statistics,
     rows_source,
-    time_value,
+    time_values,
 )
 
 
@@ -141,6 +142,7 @@ async def upsert_nodes(
     the time their collection was made (`now` if they do not say); their ids by object id.
     With `kinds_only_grow` (each node's kinds include its stored ones, as the ingest writer
     merges them), no kind row is deleted: deleting them all was 2.4 s of a 1 GB ingest."""
+    time_value = time_values(conn.dialect)
     rows, params = rows_source(
         conn.dialect,
         ("text", "text", "text", "text", "text", "text", "timestamptz"),
@@ -152,7 +154,7 @@ async def upsert_nodes(
                 encode_json(n.kinds),
                 storable(n.object_id, encode_json(n.properties)),
                 n.environment_id,
-                time_value(conn.dialect, n.seen or now),
+                time_value(n.seen or now),
             )
             for n in nodes
         ],
@@ -229,19 +231,18 @@ async def upsert_edges(conn: Connection, edges: Sequence[EdgeRow], run_number: i
     needed. An edge's time is the newest collection's that stated it: a session's lastseen
     does not go back when an older collection is loaded after a newer one."""
     kind_ids = await ensure_kinds(conn, (e[2] for e in edges))
-    # Most edges share a handful of property dicts (an ACE's are one of two) or have none,
-    # and a batch's times are its documents': each encoded once.
+    # Most edges share a handful of property dicts (an ACE's are one of two) or have none:
+    # each encoded once.
     encoded: dict[int, str] = {}
-    times: dict[datetime, datetime | str] = {}
+    time_value = time_values(conn.dialect)
     values = []
     for start, end, kind, properties, environment, owner, fact, seen in edges:
         text = encoded.get(id(properties)) if properties else "{}"
         if text is None:
             text = encoded[id(properties)] = storable("a relationship", encode_json(properties))
-        when = times.get(seen)
-        if when is None:
-            when = times[seen] = time_value(conn.dialect, seen)
-        values.append((start, end, kind_ids[kind], text, environment, owner, fact, when))
+        values.append(
+            (start, end, kind_ids[kind], text, environment, owner, fact, time_value(seen))
+        )
     rows, params = rows_source(
         conn.dialect,
         ("bigint", "bigint", "int", "text", "text", "bigint", "text", "timestamptz"),
@@ -268,13 +269,8 @@ async def insert_stated_facts(
 ) -> None:
     """The groups of facts a run's records stated (node id, fact, when collected) for nodes
     collected before: `delete_stale_facts` reads them."""
-    times: dict[datetime, datetime | str] = {}  # a batch's records share a few times
-    values = []
-    for node_id, fact, seen in stated:
-        when = times.get(seen)
-        if when is None:
-            when = times[seen] = time_value(conn.dialect, seen)
-        values.append((node_id, fact, when))
+    time_value = time_values(conn.dialect)
+    values = [(node_id, fact, time_value(seen)) for node_id, fact, seen in stated]
     rows, params = rows_source(conn.dialect, ("bigint", "text", "timestamptz"), values, 2)
     await conn.execute(
         f"""INSERT INTO stated_facts (run_number, node_id, fact, seen)
@@ -374,6 +370,30 @@ async def delete_node_ids(conn: Connection, node_ids: Sequence[int]) -> None:
 async def next_run_number(conn: Connection) -> int:
     """The number a new run's nodes and edges are written with (migration 0017)."""
     return await next_number(conn, "ingest_run_number", "ingest_runs", "number")
+
+
+@contextlib.asynccontextmanager
+async def page_cache(conn: Connection, mebibytes: int) -> AsyncIterator[None]:
+    """SQLite's page cache of the connection at `mebibytes` for a run's writes, then back as
+    it was, its pages freed (the process keeps the memory for reuse); PostgreSQL's cache is
+    its server's.
+
+    An ingest writes each relationship into indexes in its ends' order, all over them: with
+    SQLite's own 2 MiB, most pages were written out and read back many times over. The 1 GB
+    collection (bench/ingest_large.py), one run each: 124.1 s in 570 MB at its peak with 128
+    MiB, 127.8 s in 723 MB with 256 MiB; the ingest sources alone, timed in the run, 120.4 s
+    with 2 MiB and 95.2 s with 256 MiB (node inserts 11.9 to 7.3 s, relationships 33.9 to
+    27.3 s, nodes' kinds 5.1 to 2.9 s)."""
+    if conn.dialect != "sqlite" or mebibytes == 0:
+        yield
+        return
+    before = int(await conn.fetchval("PRAGMA cache_size"))
+    await conn.execute(f"PRAGMA cache_size = {-mebibytes * 1024}")
+    try:
+        yield
+    finally:
+        await conn.execute(f"PRAGMA cache_size = {before}")
+        await conn.execute("PRAGMA shrink_memory")
 
 
 async def count_run(conn: Connection, run_number: int) -> tuple[int, int]:

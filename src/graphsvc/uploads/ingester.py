@@ -233,6 +233,7 @@ class JobIngester:
                 names=names,
                 limits=limits,
                 citrix_rdp_support=self.settings.citrix_rdp_support,
+                cache_mb=self.settings.ingest_cache_mb,
             )
             skipped = sum(result.skipped.values())
             message = (
