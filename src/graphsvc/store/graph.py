@@ -380,10 +380,9 @@ async def page_cache(conn: Connection, mebibytes: int) -> AsyncIterator[None]:
 
     An ingest writes each relationship into indexes in its ends' order, all over them: with
     SQLite's own 2 MiB, most pages were written out and read back many times over. The 1 GB
-    collection (bench/ingest_large.py), one run each: 124.1 s in 570 MB at its peak with 128
-    MiB, 127.8 s in 723 MB with 256 MiB; the ingest sources alone, timed in the run, 120.4 s
-    with 2 MiB and 95.2 s with 256 MiB (node inserts 11.9 to 7.3 s, relationships 33.9 to
-    27.3 s, nodes' kinds 5.1 to 2.9 s)."""
+    collection (bench/ingest_large.py), alternated: 130.4 and 120.6 s in 569 MB at its peak
+    with 128 MiB, 133.2 and 133.0 s in 415 MB with 2 MiB; timed step by step, the nodes'
+    inserts took 19.4 s with 2 MiB and 13.9 s with 128 (bench/ingest_phases.py)."""
     if conn.dialect != "sqlite" or mebibytes == 0:
         yield
         return
