@@ -243,6 +243,8 @@ def test_a_secret_setting_is_never_shown() -> None:
         ({"max_wait_seconds": "1e3"}, "should be a valid integer"),
         ({"max_wait_seconds": "\u0665"}, "should be a valid integer"),  # an Arabic-Indic 5
         ({"max_wait_seconds": "+-5"}, "should be a valid integer"),
+        # More than any machine this runs on: SQLite took 10**20 MiB without a word.
+        ({"ingest_cache_mb": "99999999999999999999"}, "GRAPHSVC_INGEST_CACHE_MB='9999"),
     ],
 )
 def test_values_given_in_python_are_checked_as_the_environment_s(

@@ -221,7 +221,7 @@ class Settings:
     max_ingest_documents: int = setting(200_000, ge=1)
     """JSON documents one ingest (an upload job or `graphsvc ingest`) may read, zip entries too."""
 
-    ingest_cache_mb: int = setting(128, ge=0)
+    ingest_cache_mb: int = setting(128, ge=0, le=65_536)
     """SQLite's page cache of an ingest run in MiB: more memory, fewer rewrites (0: SQLite's)."""
 
     citrix_rdp_support: bool = False
