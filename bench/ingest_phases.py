@@ -28,9 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# The run's steps: (module, attribute) wrapped, and the name each is reported under.
+# The run's steps: (module, attribute or Class.method) wrapped, and the name each is
+# reported under.
 STEPS = (
     ("graphsvc.ingest.run", "ingest_source", "documents"),
+    ("graphsvc.ingest.writer", "GraphWriter.finish", "last batch"),
     ("graphsvc.ingest.run", "analyze", "analysis"),
     ("graphsvc.ingest.run", "tag_graph", "tagging"),
     ("graphsvc.ingest.statistics", "record_run_statistics", "statistics"),
@@ -89,9 +91,12 @@ def time_the_ingest(collection: Path, listed: int) -> None:
         return run
 
     for module_name, attribute, name in STEPS:
-        module = importlib.import_module(module_name)
-        if hasattr(module, attribute):
-            setattr(module, attribute, timed_step(name, getattr(module, attribute)))
+        owner: Any = importlib.import_module(module_name)
+        *path, last = attribute.split(".")
+        for part in path:  # a class's method
+            owner = getattr(owner, part, None)
+        if hasattr(owner, last):
+            setattr(owner, last, timed_step(name, getattr(owner, last)))
     connection: Any = sqlite.SQLiteConnection
     connection._fetch = timed_statement(connection._fetch)
     connection._executemany = timed_statement(connection._executemany)
