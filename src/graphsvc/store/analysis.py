@@ -98,7 +98,12 @@ async def replace_derived_kind(
 
 
 async def count_derived_edges(conn: Connection) -> int:
-    return int(await conn.fetchval("SELECT count(*) FROM edges WHERE derived") or 0)
+    # Each kind's derived ones counted in the index by kind (migration 0026): the bare flag
+    # read all six million relationships of the 1 GB collection, 0.31 s.
+    found = await conn.fetchval(
+        "SELECT count(*) FROM edges WHERE kind_id IN (SELECT id FROM kinds) AND derived = true"
+    )
+    return int(found or 0)
 
 
 async def list_rights_on(

@@ -351,12 +351,14 @@ async def measure_completeness(
 
 
 async def fill_edge_environments(conn: Connection, run_number: int) -> None:
-    """Edges whose record named no environment take their end node's, else their start's."""
+    """Edges whose record named no environment take their end node's, else their start's
+    (the run's sought kind by kind in the index by kind, flag and run: migration 0026)."""
     await conn.execute(
         """UPDATE edges SET environment_id = COALESCE(
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.end_id),
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.start_id))
-        WHERE run_number = $1 AND environment_id IS NULL""",
+        WHERE kind_id IN (SELECT id FROM kinds) AND derived IN (false, true)
+            AND run_number = $1 AND environment_id IS NULL""",
         run_number,
     )
 
@@ -380,18 +382,20 @@ async def run_counts(conn: Connection, run_number: int) -> tuple[list[RunCount],
     )
     edges = await conn.fetch(
         # Counted on the edges alone, then named: 0.25 s on a 96 MB ingest (SQLite), where
-        # grouping after the join took 0.33 s. (An index holding the kind too made it 0.04
-        # s, but its inserts cost as much again on the 1 GB ingest: not kept.)
+        # grouping after the join took 0.33 s. Each kind's run is sought in the index by
+        # kind, flag, run and environment (migration 0026), which holds all it counts.
         # The derived ones count in every run, whichever first derived them: each run's
         # analysis derives them again from the whole graph, and keeps those it finds
         # stored (store/analysis.replace_derived_edges).
         """SELECT c.environment_id, k.id, k.name, c.count FROM (
             SELECT environment_id, kind_id, count(*) AS count FROM edges
-            WHERE run_number = $1 AND NOT derived AND environment_id IS NOT NULL
+            WHERE kind_id IN (SELECT id FROM kinds) AND derived = false AND run_number = $1
+                AND environment_id IS NOT NULL
             GROUP BY environment_id, kind_id
           UNION ALL
             SELECT environment_id, kind_id, count(*) AS count FROM edges
-            WHERE derived AND environment_id IS NOT NULL
+            WHERE kind_id IN (SELECT id FROM kinds) AND derived = true
+                AND environment_id IS NOT NULL
             GROUP BY environment_id, kind_id) AS c
         JOIN kinds k ON k.id = c.kind_id""",
         run_number,

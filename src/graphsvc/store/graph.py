@@ -397,10 +397,12 @@ async def page_cache(conn: Connection, mebibytes: int) -> AsyncIterator[None]:
 
 async def count_run(conn: Connection, run_number: int) -> tuple[int, int]:
     """Nodes and edges one run collected (not the derived ones: an analysis keeps those it
-    finds stored, with the run that first derived them)."""
+    finds stored, with the run that first derived them). The edges are sought kind by kind
+    in the index by kind, flag and run (migration 0026)."""
     row = await conn.fetchrow(
         """SELECT (SELECT count(*) FROM nodes WHERE run_number = $1),
-            (SELECT count(*) FROM edges WHERE run_number = $1 AND NOT derived)""",
+            (SELECT count(*) FROM edges WHERE kind_id IN (SELECT id FROM kinds)
+                AND derived = false AND run_number = $1)""",
         run_number,
     )
     assert row is not None
