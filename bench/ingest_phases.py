@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import shutil
 import sys
@@ -55,9 +56,7 @@ def main() -> None:
 
 
 def time_the_ingest(collection: Path, listed: int) -> None:
-
-    import importlib
-
+    # Imported here, under whichever PYTHONPATH the caller chose (the module docstring).
     from graphsvc.store import sqlite
 
     step_seconds: dict[str, float] = defaultdict(float)

@@ -20,6 +20,7 @@ from graphsvc.store.dialect import (
     json_value_param,
     list_param,
 )
+from graphsvc.store.graph import EACH_KIND
 from graphsvc.store.paging import SortKey, fetch_page, order_clause
 
 AGGREGATION_COLUMNS = """id, created_at, updated_at, deleted_at, run_id, extension_id,
@@ -351,14 +352,13 @@ async def measure_completeness(
 
 
 async def fill_edge_environments(conn: Connection, run_number: int) -> None:
-    """Edges whose record named no environment take their end node's, else their start's
-    (the run's sought kind by kind in the index by kind, flag and run: migration 0026)."""
+    """Edges whose record named no environment take their end node's, else their start's."""
     await conn.execute(
-        """UPDATE edges SET environment_id = COALESCE(
+        f"""UPDATE edges SET environment_id = COALESCE(
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.end_id),
             (SELECT n.environment_id FROM nodes n WHERE n.id = edges.start_id))
-        WHERE kind_id IN (SELECT id FROM kinds) AND derived IN (false, true)
-            AND run_number = $1 AND environment_id IS NULL""",
+        WHERE {EACH_KIND} AND derived IN (false, true) AND run_number = $1
+            AND environment_id IS NULL""",
         run_number,
     )
 
@@ -382,20 +382,19 @@ async def run_counts(conn: Connection, run_number: int) -> tuple[list[RunCount],
     )
     edges = await conn.fetch(
         # Counted on the edges alone, then named: 0.25 s on a 96 MB ingest (SQLite), where
-        # grouping after the join took 0.33 s. Each kind's run is sought in the index by
-        # kind, flag, run and environment (migration 0026), which holds all it counts.
+        # grouping after the join took 0.33 s; the index by kind, flag, run and environment
+        # (EACH_KIND) holds all it counts.
         # The derived ones count in every run, whichever first derived them: each run's
         # analysis derives them again from the whole graph, and keeps those it finds
         # stored (store/analysis.replace_derived_edges).
-        """SELECT c.environment_id, k.id, k.name, c.count FROM (
+        f"""SELECT c.environment_id, k.id, k.name, c.count FROM (
             SELECT environment_id, kind_id, count(*) AS count FROM edges
-            WHERE kind_id IN (SELECT id FROM kinds) AND derived = false AND run_number = $1
+            WHERE {EACH_KIND} AND derived = false AND run_number = $1
                 AND environment_id IS NOT NULL
             GROUP BY environment_id, kind_id
           UNION ALL
             SELECT environment_id, kind_id, count(*) AS count FROM edges
-            WHERE kind_id IN (SELECT id FROM kinds) AND derived = true
-                AND environment_id IS NOT NULL
+            WHERE {EACH_KIND} AND derived = true AND environment_id IS NOT NULL
             GROUP BY environment_id, kind_id) AS c
         JOIN kinds k ON k.id = c.kind_id""",
         run_number,
