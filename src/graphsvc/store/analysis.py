@@ -53,8 +53,8 @@ async def replace_derived_edges(
     else:
         scope = f"NOT {in_list(conn.dialect, 'k.name', '$1')}"
         kinds = sorted({*RAW_COPIES.values(), *later})
-    # A seek a kind into the index by kind and whether derived (migration 0025): `derived =
-    # true`, since SQLite seeks on an equality, not on a bare truth test, which read every
+    # A seek a kind into the index led by kind and whether derived (migration 0026): `derived
+    # = true`, since SQLite seeks on an equality, not on a bare truth test, which read every
     # entry of a kind (GenericAll's million on the 1 GB collection: 0.24 s to nothing).
     stored_kinds = await conn.fetch(
         f"""SELECT k.name FROM kinds k WHERE {scope}
