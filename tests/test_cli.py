@@ -64,7 +64,7 @@ def test_db_upgrade_says_what_it_did(tmp_path: Path) -> None:
     first = CliRunner().invoke(main, ["db", "upgrade"], env=environment)
     assert first.exit_code == 0, first.output
     assert "migrated the schema at sqlite:///" in first.stdout
-    assert "to revision 0026 (26 migrations: 0001, 0002," in first.stdout
+    assert "to revision 0027 (27 migrations: 0001, 0002," in first.stdout
     again = CliRunner().invoke(main, ["db", "upgrade"], env=environment)
     assert again.exit_code == 0 and "was up to date already" in again.stdout
 

@@ -51,3 +51,20 @@ def test_a_runs_counts_read_no_relationship_but_through_the_index(
                 step.startswith("SEARCH") and "INDEX edges_kind_run" in step
                 for step in on_the_edges
             ), (statement, plan)
+
+
+def test_the_relationships_have_three_indexes_and_no_partial_one(
+    tmp_path: Path, templates: Templates
+) -> None:
+    """Migration 0027 dropped 0020's partial index of the derived ids, which no read used:
+    each derived relationship written was one insert more in it."""
+    templates.sqlite_copy(tmp_path / "store.sqlite3", "schema")
+    with sqlite3.connect(tmp_path / "store.sqlite3") as db:
+        indexes = {
+            row[0]
+            for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'edges'"
+                " AND sql IS NOT NULL"
+            )
+        }
+    assert indexes == {"edges_outbound", "edges_inbound", "edges_kind_run"}
