@@ -934,3 +934,29 @@ def test_a_column_codes_and_ranks_values_as_grouping_and_order_by_do(
                 before = order_key(first) < order_key(second)
                 assert (coded.ranks[nodes[i]] < coded.ranks[nodes[j]]) == before, (first, second)
         assert coded.count == len({group_key(v) for v in values})
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.none() | JSON_VALUES.map(json.dumps), max_size=12),
+    refused=st.lists(st.sampled_from(['"\\ud800"', "1e400", '["\\udfff", -1e999]']), max_size=2),
+)
+def test_a_property_column_holds_what_json_reads_from_each_text(
+    values: list[str | None], refused: list[str]
+) -> None:
+    """A chunk of a property's JSON texts is read in one call (graph.decoded); the column
+    holds what json.loads reads from each, also where that call refuses a text (a lone
+    surrogate's escape, a number past a double's range) and the chunk is read text by text."""
+    texts = [*values, *refused]
+    maker = ColumnMaker("a property", len(texts) + 1)
+    maker.add([(node, text) for node, text in enumerate(texts, start=1)])
+    column = maker.made()
+    expected = [None, *(None if text is None else json.loads(text) for text in texts)]
+    assert [column.value(node) for node in range(len(texts) + 1)] == expected
