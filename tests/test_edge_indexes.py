@@ -56,7 +56,7 @@ def test_a_runs_counts_read_no_relationship_but_through_the_index(
 def test_the_relationships_have_three_indexes_and_no_partial_one(
     tmp_path: Path, templates: Templates
 ) -> None:
-    """Migration 0027 dropped 0020's partial index of the derived ids, which no read used:
+    """Migration 0027 dropped 0020's partial index of the derived ids, which no read needs:
     each derived relationship written was one insert more in it."""
     templates.sqlite_copy(tmp_path / "store.sqlite3", "schema")
     with sqlite3.connect(tmp_path / "store.sqlite3") as db:

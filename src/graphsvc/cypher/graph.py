@@ -390,8 +390,6 @@ def decoded(rows: list[Any]) -> Iterable[tuple[int, Any]]:
     try:
         values = msgspec.json.decode(f"[{','.join(text for _, text in present)}]")
     except msgspec.DecodeError:
-        values = None
-    if not isinstance(values, list) or len(values) != len(present):
         values = [json.loads(text) for _, text in present]
     return zip((node for node, _ in present), values, strict=True)
 
