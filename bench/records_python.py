@@ -36,7 +36,10 @@ async def one_run(records: list[Any], meta_type: str, label: str) -> tuple[float
     from graphsvc.ingest import sharphound
     from graphsvc.ingest.writer import GraphWriter
 
-    writer = GraphWriter(None, 1, datetime.now(UTC))  # type: ignore[arg-type]
+    # A first ingest's writer: no earlier run collected a node (older versions' writers
+    # took no such argument).
+    takes_older = "older_collections" in inspect.signature(GraphWriter).parameters
+    writer = GraphWriter(None, 1, datetime.now(UTC), *((False,) if takes_older else ()))  # type: ignore[arg-type]
     edges = 0
 
     async def drop_batch(*batch: Any) -> None:

@@ -263,7 +263,7 @@ class AzureReader:
         properties["name"] = name or object_id
         await self.writer.node(
             NodeRecord(object_id, name or object_id, [kind, "AZBase"], properties, tenant),
-            (lambda: facts) if facts else None,
+            facts or None,
         )
 
     async def edge(
@@ -287,7 +287,7 @@ class AzureReader:
     def states(self, object_id: str, fact: str) -> None:
         """Say that this collection states `fact` of the object whole (its members, its
         owners...): what an older one stated in it goes, unless stated again."""
-        self.writer.state(object_id, lambda: (fact,))
+        self.writer.state(object_id, (fact,))
 
     # --- objects ---------------------------------------------------------------------------
 

@@ -186,7 +186,7 @@ async def ingest_run(
     given = now
     run_id, now = str(uuid.uuid4()), now or datetime.now(UTC)
     run_number = await graph.next_run_number(conn)
-    writer = GraphWriter(conn, run_number, now)
+    writer = GraphWriter(conn, run_number, now, await graph.any_collected(conn))
     with Archives() as archives:
         sources = []
         for source in expanding(list(paths), archives, names, limits):

@@ -13,7 +13,6 @@ the local groups, DCSync...) is the analysis's, over the whole graph (graphsvc.a
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -257,7 +256,9 @@ async def ingest_objects(
                 env,
                 replaces_properties=reads_properties and not record.keys() <= STUB_KEYS,
             ),
-            functools.partial(stated_facts, label, record, methods, local_groups),
+            stated_facts(label, record, methods, local_groups)
+            if writer.older_collections
+            else None,
         )
         await writer.add_edges(object_edges(label, oid, record, properties, env, local_groups))
         for group_id, group_name, _ in local_groups:

@@ -68,6 +68,13 @@ async def find_nodes(conn: Connection, object_ids: Iterable[str]) -> dict[str, S
     return {r[1]: stored_node(r) for r in rows}
 
 
+async def any_collected(conn: Connection) -> bool:
+    """Whether any node was collected (by a run: a stub, only referenced, has no number)."""
+    return bool(
+        await conn.fetchval("SELECT EXISTS (SELECT 1 FROM nodes WHERE run_number IS NOT NULL)")
+    )
+
+
 async def node_ids(conn: Connection, object_ids: Iterable[str]) -> dict[str, int]:
     rows = await conn.fetch(
         f"SELECT id, object_id FROM nodes WHERE {in_list(conn.dialect, 'object_id', '$1')}",
