@@ -734,6 +734,9 @@ def column_tests(v: str) -> st.SearchStrategy[str]:
         ),
         st.sampled_from([f"{v}.enabled IS NOT NULL", f"{v}.name <> 'a'"]),
         NAMES.map(lambda name: f"{v}.name >= '{name}'"),
+        st.tuples(st.sampled_from(["STARTS WITH", "ENDS WITH"]), NAMES).map(
+            lambda t: f"{v}.name {t[0]} '{t[1]}'"
+        ),
     )
 
 
@@ -905,6 +908,24 @@ def test_a_string_column_compares_as_python_does(
     held = [t for t in texts if t is not None]
     assert found == [compare(t, wanted) for t in held], (held, wanted, op)
     assert [column.value(i) for i in range(len(texts))] == texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.none() | STRINGS, min_size=1, max_size=20),
+    wanted=STRINGS,
+    op=st.sampled_from(["starts with", "ends with"]),
+)
+def test_a_string_column_finds_prefixes_and_suffixes_as_python_does(
+    texts: list[str | None], wanted: str, op: str
+) -> None:
+    """STARTS WITH and ENDS WITH on a string column's bytes (graph.Column.has_affix) find
+    what Python's str.startswith and str.endswith find, by code point."""
+    present = np.array([t is not None for t in texts], dtype=bool)
+    column = Column.of(list(texts), present, {"string"})
+    found = column.has_affix(op, wanted, np.flatnonzero(present)).tolist()
+    test = str.startswith if op == "starts with" else str.endswith
+    assert found == [test(t, wanted) for t in texts if t is not None], (texts, wanted, op)
 
 
 @settings(max_examples=300, deadline=None)

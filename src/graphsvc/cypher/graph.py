@@ -318,6 +318,26 @@ class Column:
             )
         ]
 
+    def has_affix(self, op: str, text: str, nodes: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+        """Whether each node's string STARTS WITH or ENDS WITH (`op`) `text`, in numpy
+        passes over the bytes: UTF-8 is self-synchronizing, so bytes that begin or end a
+        value's begin or end it at a code point. Nodes must hold a string. (Tier Zero's
+        `objectid ENDS WITH` seeds over the 1 GB collection's 260,000 users took 0.84 s
+        node by node.)"""
+        wanted = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        starts, ends = self.spans(nodes)
+        found: npt.NDArray[np.bool_] = ends - starts >= wanted.size
+        if wanted.size == 0:
+            return found
+        first = (starts if op == "starts with" else ends - wanted.size)[found]
+        matched = np.zeros(first.size, dtype=bool)
+        step = max(1, 4_000_000 // wanted.size)  # about 32 MB of positions a chunk
+        for low in range(0, first.size, step):
+            at = first[low : low + step, None] + np.arange(wanted.size)
+            matched[low : low + step] = (self.values[at] == wanted).all(axis=1)
+        found[found] = matched
+        return found
+
     def compare_strings(self, op: str, text: str, nodes: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
         """Whether each node's string compared with `text` by `op` (=, <>, <, >, <=, >=) is
         true, in one numpy pass: UTF-8 bytes order as the code points do, which is how

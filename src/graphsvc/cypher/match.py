@@ -686,6 +686,7 @@ def paths_back(
 
 ORDERINGS = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal}
 FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+AFFIXES = ("starts with", "ends with")  # `v.key OP constant` tests a column decides
 
 
 def start_test_is_free(test: NodeTest, scope: frozenset[str]) -> bool:
@@ -744,7 +745,8 @@ def property_key(expr: syntax.Expr, variable: str | None) -> str | None:
 
 def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, ids: Any) -> Any:
     """The mask of the candidates a WHERE part keeps, or None when it is not one the
-    columns decide: `v.key`, `NOT v.key`, `v.key IS [NOT] NULL`, `v.key OP constant`."""
+    columns decide: `v.key`, `NOT v.key`, `v.key IS [NOT] NULL`, `v.key OP constant` (OP a
+    comparison, STARTS WITH or ENDS WITH)."""
     expr = conjunct.expr
     if variable is None or conjunct.needs != {variable}:
         return None
@@ -764,6 +766,8 @@ def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, 
     if isinstance(expr, syntax.IsNull) and key_of(expr.operand) is not None:
         present = nodes.column(key_of(expr.operand)).present[ids]  # type: ignore[arg-type]
         return present if expr.negated else ~present
+    if isinstance(expr, syntax.Binary) and expr.op in AFFIXES and key_of(expr.left) is not None:
+        return affix_test(compiler, nodes.column(key_of(expr.left)), expr.op, expr.right, ids)  # type: ignore[arg-type]
     if isinstance(expr, syntax.Binary) and expr.op in FLIPPED:
         if key_of(expr.left) is not None and is_constant(expr.right):
             return column_test(compiler, nodes.column(key_of(expr.left)), expr.op, expr.right, ids)  # type: ignore[arg-type]
@@ -771,6 +775,20 @@ def conjunct_test(compiler: Compiler, conjunct: Conjunct, variable: str | None, 
             op = FLIPPED[expr.op]
             return column_test(compiler, nodes.column(key_of(expr.right)), op, expr.left, ids)  # type: ignore[arg-type]
     return None
+
+
+def affix_test(compiler: Compiler, column: Any, op: str, constant: syntax.Expr, ids: Any) -> Any:
+    """The mask of `ids` whose value STARTS WITH or ENDS WITH (`op`) the constant: true
+    only of two strings, as Cypher tests (null otherwise); None when the column cannot say
+    (mixed types)."""
+    if not is_constant(constant) or column.kind == "mixed":
+        return None
+    value = compiler.compile(constant, frozenset())({})
+    mask = np.zeros(len(ids), dtype=bool)
+    if isinstance(value, str) and column.kind == "string":
+        present = column.present[ids]
+        mask[present] = column.has_affix(op, value, ids[present])
+    return mask
 
 
 def is_constant(expr: syntax.Expr) -> bool:
