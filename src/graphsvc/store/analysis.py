@@ -276,10 +276,13 @@ async def list_nodes_with(
 ) -> list[AnalysedNode]:
     """The nodes of the kinds whose property `key` is `value`."""
     condition = json_property_equals(conn.dialect, "n.properties", "$2", "$3")
+    # The kinds first: SQLite tests the terms in the order written, and reading the JSON of
+    # every node took 0.20 s (a computer's `smbsigning`) and 1.08 s (a user's
+    # `samaccountname`) of the 1 GB collection's graph, against 0.04 and 0.24 s.
     rows = await conn.fetch(
-        f"""SELECT {NODE_FIELDS} FROM nodes n WHERE {condition} AND n.id IN
+        f"""SELECT {NODE_FIELDS} FROM nodes n WHERE n.id IN
             (SELECT nk.node_id FROM node_kinds nk JOIN kinds k ON k.id = nk.kind_id
-            WHERE {in_list(conn.dialect, "k.name", "$1")})
+            WHERE {in_list(conn.dialect, "k.name", "$1")}) AND {condition}
         ORDER BY n.object_id""",
         list_param(conn.dialect, kinds),
         key,
