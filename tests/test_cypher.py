@@ -652,6 +652,18 @@ def test_properties_a_query_reads_are_those_the_answer_shows(env: Env) -> None:
     assert read["id"] == node["objectId"] == node["properties"]["objectid"]
 
 
+def test_starts_or_ends_with_what_is_not_a_string_keeps_no_node(v6: Both) -> None:
+    """`v.key STARTS WITH x` is null unless both are strings (openCypher): the column-wide
+    test (cypher/match.py affix_test) keeps no node for a number, a list or null, as the
+    node-by-node test (under NOT NOT) does."""
+    assert v6.ours("MATCH (u:User) WHERE u.name STARTS WITH 'ADMIN' RETURN count(u)")[0][0] > 0
+    for given in (5, None, ["ADMIN"], True):
+        for op in ("STARTS WITH", "ENDS WITH"):
+            for where in (f"u.name {op} $p", f"NOT NOT u.name {op} $p"):
+                query = f"MATCH (u:User) WHERE {where} RETURN count(u)"
+                assert v6.ours(query, {"p": given}) == [[0]], (query, given)
+
+
 def test_a_pattern_map_given_as_a_parameter_must_be_a_map(v6: Both) -> None:
     named = v6.ours("MATCH (n:Group $p) RETURN n.name", {"p": {"objectid": DOMAIN_ADMINS}})
     assert named == [["DOMAIN ADMINS@TESTLAB.LOCAL"]]
