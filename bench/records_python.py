@@ -62,8 +62,11 @@ def main() -> None:
     parser.add_argument("type", help="the document's meta.type: users, computers, groups...")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    with args.document.open("rb") as stream:
-        records = list(ijson.items(stream, "data.item", use_float=True))
+    try:
+        with args.document.open("rb") as stream:
+            records = list(ijson.items(stream, "data.item", use_float=True))
+    except (OSError, ijson.JSONError) as exc:
+        parser.error(f"cannot read {args.document}'s records: {exc}")
     gc.disable()  # as `graphsvc ingest` runs (ingest/run.py: cyclic_collector_paused)
     for _ in range(args.runs):
         seconds, edges = asyncio.run(one_run(records, args.type, str(args.document)))
